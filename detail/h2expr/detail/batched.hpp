@@ -1,0 +1,31 @@
+#pragma once
+// The batched dense primitives: one interface, two backends. Algorithms call these by name with a
+// context<host> or context<cuda>; overload resolution picks the backend. Every pointer, size and
+// info array lives in the context's space (device memory for CUDA); max_* bound the item sizes.
+//
+//   gemm_batched / gemm_strided_batched / gemm_vbatched   C_i = alpha op(A_i) op(B_i) + beta C_i
+//   qr_vbatched      A_i := Q_i (thin), R_i upper trapezoidal
+//   cpqr_vbatched    A_i P_i = Q_i R_i (column pivoting), numerical rank at a relative tolerance
+//   svd_vbatched     A_i := U_i, S_i, V_i (thin)
+//   potrf_batched / potrf_vbatched   lower Cholesky in place; float data factored in double
+//   trsm_batched / trsm_vbatched     B_i := alpha op(A_i)^{-1} B_i or alpha B_i op(A_i)^{-1}
+//   fill_random / fill_random_vbatched   standard normal or uniform [0,1), reproducible from a seed
+//   marshal_strided / marshal_offsets    pointer arrays of batch items
+// The host backend is the reference semantics; the CUDA backend matches it (see tests/).
+#include <h2expr/detail/blas_types.hpp>
+#include <h2expr/detail/host/cholesky.hpp>
+#include <h2expr/detail/host/gemm.hpp>
+#include <h2expr/detail/host/marshal.hpp>
+#include <h2expr/detail/host/qr.hpp>
+#include <h2expr/detail/host/random.hpp>
+#include <h2expr/detail/host/svd.hpp>
+#include <h2expr/detail/host/trsm.hpp>
+#if defined(__CUDACC__)
+#include <h2expr/detail/cuda/cholesky.cuh>
+#include <h2expr/detail/cuda/gemm.cuh>
+#include <h2expr/detail/cuda/marshal.cuh>
+#include <h2expr/detail/cuda/qr.cuh>
+#include <h2expr/detail/cuda/random.cuh>
+#include <h2expr/detail/cuda/svd.cuh>
+#include <h2expr/detail/cuda/trsm.cuh>
+#endif

@@ -1,0 +1,59 @@
+#pragma once
+// Memory of the CUDA space: stream-ordered allocation (the driver's pool makes temporaries cheap)
+// and copies on the context's stream. Transfers to the host synchronize, so host data is ready.
+#include <h2expr/detail/cuda/check.cuh>
+#include <h2expr/detail/cuda/context.cuh>
+#include <thrust/execution_policy.h>
+#include <thrust/fill.h>
+
+#include <cstddef>
+
+namespace h2expr::detail {
+
+template <class T>
+T* allocate(context<cuda>& c, std::size_t n) {
+  if (n == 0) return nullptr;
+  void* p = nullptr;
+  H2EXPR_CUDA(cudaMallocAsync(&p, n * sizeof(T), c.stream()));
+  return static_cast<T*>(p);
+}
+template <class T>
+void deallocate(context<cuda>& c, T* p) noexcept {
+  if (p) (void)cudaFreeAsync(p, c.stream());
+}
+
+template <class T>
+void copy(context<cuda>& c, const T* src, T* dst, std::size_t n) {
+  if (n) H2EXPR_CUDA(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyDeviceToDevice, c.stream()));
+}
+template <class T>
+void copy_2d(context<cuda>& c, std::size_t rows, std::size_t cols, const T* src, std::size_t lds, T* dst,
+             std::size_t ldd) {
+  if (rows == 0 || cols == 0) return;
+  H2EXPR_CUDA(cudaMemcpy2DAsync(dst, ldd * sizeof(T), src, lds * sizeof(T), rows * sizeof(T), cols,
+                                cudaMemcpyDeviceToDevice, c.stream()));
+}
+template <class T>
+void download_2d(context<cuda>& c, std::size_t rows, std::size_t cols, const T* src, std::size_t lds,
+                 T* host_dst, std::size_t ldd) {
+  if (rows == 0 || cols == 0) return;
+  H2EXPR_CUDA(cudaMemcpy2DAsync(host_dst, ldd * sizeof(T), src, lds * sizeof(T), rows * sizeof(T), cols,
+                                cudaMemcpyDeviceToHost, c.stream()));
+  c.synchronize();
+}
+template <class T>
+void upload_2d(context<cuda>& c, std::size_t rows, std::size_t cols, const T* host_src, std::size_t lds,
+               T* dst, std::size_t ldd) {
+  if (rows == 0 || cols == 0) return;
+  H2EXPR_CUDA(cudaMemcpy2DAsync(dst, ldd * sizeof(T), host_src, lds * sizeof(T), rows * sizeof(T), cols,
+                                cudaMemcpyHostToDevice, c.stream()));
+  c.synchronize();  // the host source may go away when we return
+}
+template <class T>
+void fill(context<cuda>& c, T* data, std::size_t n, T value) {
+  if (n == 0) return;
+  thrust::fill_n(thrust::cuda::par_nosync.on(c.stream()), data, n, value);
+  H2EXPR_CUDA_LAUNCHED();
+}
+
+}  // namespace h2expr::detail

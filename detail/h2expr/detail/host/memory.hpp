@@ -1,0 +1,50 @@
+#pragma once
+// Memory of the host space: aligned allocation and copies. Same names as the CUDA space's memory.cuh.
+#include <h2expr/detail/host/context.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <new>
+
+namespace h2expr::detail {
+
+inline constexpr std::size_t host_alignment = 64;  // a cache line; enough for any SIMD width
+
+template <class T>
+T* allocate(context<host>&, std::size_t n) {
+  if (n == 0) return nullptr;
+  return static_cast<T*>(::operator new[](n * sizeof(T), std::align_val_t(host_alignment)));
+}
+template <class T>
+void deallocate(context<host>&, T* p) noexcept {
+  if (p) ::operator delete[](static_cast<void*>(p), std::align_val_t(host_alignment));
+}
+
+template <class T>
+void copy(context<host>&, const T* src, T* dst, std::size_t n) {
+  if (n) std::memcpy(dst, src, n * sizeof(T));
+}
+// dst(0:rows, 0:cols) = src(0:rows, 0:cols), column-major with leading dimensions.
+template <class T>
+void copy_2d(context<host>&, std::size_t rows, std::size_t cols, const T* src, std::size_t lds, T* dst,
+             std::size_t ldd) {
+  for (std::size_t j = 0; j < cols; ++j) std::copy_n(src + j * lds, rows, dst + j * ldd);
+}
+// Transfers between the space and ordinary host memory (plain copies here).
+template <class T>
+void download_2d(context<host>& c, std::size_t rows, std::size_t cols, const T* src, std::size_t lds,
+                 T* host_dst, std::size_t ldd) {
+  copy_2d(c, rows, cols, src, lds, host_dst, ldd);
+}
+template <class T>
+void upload_2d(context<host>& c, std::size_t rows, std::size_t cols, const T* host_src, std::size_t lds,
+               T* dst, std::size_t ldd) {
+  copy_2d(c, rows, cols, host_src, lds, dst, ldd);
+}
+template <class T>
+void fill(context<host>&, T* data, std::size_t n, T value) {
+  std::fill_n(data, n, value);
+}
+
+}  // namespace h2expr::detail

@@ -1,0 +1,51 @@
+#pragma once
+// Batched QR on the host: thin Householder QR, and column-pivoted (rank-revealing) QR, per item.
+#include <h2expr/detail/host/context.hpp>
+#include <h2expr/detail/host/eigen_map.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+namespace h2expr::detail {
+
+// A_i (m x n) := Q_i (m x p, p = min(m, n), orthonormal columns); R_i (p x n) upper trapezoidal with
+// A = Q R. R may be null (only Q wanted).
+template <class T>
+void qr_vbatched(context<host>&, const int* m, const int* n, T* const* A, const int* lda, T* const* R,
+                 const int* ldr, int count, int /*max_m*/, int /*max_n*/) {
+#pragma omp parallel for schedule(dynamic)
+  for (int i = 0; i < count; ++i) {
+    const int p = std::min(m[i], n[i]);
+    auto a = map_block(A[i], m[i], n[i], lda[i]);
+    Eigen::HouseholderQR<dense<T>> qr(a);
+    if (R) map_block(R[i], p, n[i], ldr[i]) = qr.matrixQR().topRows(p).template triangularView<Eigen::Upper>();
+    dense<T> q = qr.householderQ() * dense<T>::Identity(m[i], p);
+    a.leftCols(p) = q;
+  }
+}
+
+// A_i P_i = Q_i R_i with |R_jj| non-increasing. A_i := Q_i (m x p); R_i (p x n);
+// perm_i[j] = original index of the column in position j; rank_i = #{j : |R_jj| > rel_tol |R_00|}.
+template <class T>
+void cpqr_vbatched(context<host>&, const int* m, const int* n, T* const* A, const int* lda, T* const* R,
+                   const int* ldr, int* const* perm, int* rank, T rel_tol, int count, int /*max_m*/,
+                   int /*max_n*/) {
+#pragma omp parallel for schedule(dynamic)
+  for (int i = 0; i < count; ++i) {
+    const int p = std::min(m[i], n[i]);
+    auto a = map_block(A[i], m[i], n[i], lda[i]);
+    Eigen::ColPivHouseholderQR<dense<T>> qr(a);
+    const auto& qrm = qr.matrixQR();
+    int r = 0;
+    const T r00 = p > 0 ? std::abs(qrm(0, 0)) : T(0);
+    for (int j = 0; j < p; ++j)
+      if (r00 > T(0) && std::abs(qrm(j, j)) > rel_tol * r00) ++r;
+    rank[i] = r;
+    if (R) map_block(R[i], p, n[i], ldr[i]) = qrm.topRows(p).template triangularView<Eigen::Upper>();
+    for (int j = 0; j < n[i]; ++j) perm[i][j] = int(qr.colsPermutation().indices()(j));
+    dense<T> q = qr.householderQ() * dense<T>::Identity(m[i], p);
+    a.leftCols(p) = q;
+  }
+}
+
+}  // namespace h2expr::detail

@@ -1,0 +1,7 @@
+#pragma once
+// h2expr: H2 hierarchical matrix algebra on CPUs and GPUs. The one header users include.
+#include <h2expr/context.hpp>
+#include <h2expr/error.hpp>
+#include <h2expr/matrix.hpp>
+#include <h2expr/space.hpp>
+#include <h2expr/view.hpp>

@@ -1,0 +1,441 @@
+#pragma once
+// The batched primitives against Eigen, written once for every (scalar, space); instantiated per space.
+// Random sizes (zero-sized items included), random entries, fresh on every run.
+#include <h2expr/detail/block_batch.hpp>
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include "support.hpp"
+
+namespace h2expr::test {
+
+using detail::block_batch;
+using detail::buffer;
+using detail::diag;
+using detail::op;
+using detail::side;
+using detail::uplo;
+
+template <class T, class Space>
+block_batch<T, Space> make_batch(const std::vector<dense<T>>& items) {
+  std::vector<int> rows, cols;
+  for (const auto& m : items) {
+    rows.push_back(int(m.rows()));
+    cols.push_back(int(m.cols()));
+  }
+  block_batch<T, Space> b(default_context<Space>(), rows, cols);
+  for (int i = 0; i < b.count(); ++i) upload(b.item(i), items[i]);
+  return b;
+}
+
+template <class T, class Space>
+std::vector<dense<T>> read_batch(block_batch<T, Space>& b) {
+  std::vector<dense<T>> out;
+  for (int i = 0; i < b.count(); ++i) out.push_back(to_dense(b.item(i)));
+  return out;
+}
+
+template <class T>
+dense<T> nan_matrix(int rows, int cols) {
+  return dense<T>::Constant(rows, cols, std::numeric_limits<T>::quiet_NaN());
+}
+
+template <class T>
+dense<double> op_of(const dense<T>& a, op o) {
+  dense<double> d = a.template cast<double>();
+  if (o == op::transpose) d.transposeInPlace();
+  return d;
+}
+
+template <class C>
+class batched_test : public ::testing::Test {
+ protected:
+  using T = typename C::scalar;
+  using Space = typename C::space;
+  void SetUp() override { H2EXPR_SKIP_IF_UNAVAILABLE(Space); }
+  context<Space>& ctx() { return *default_context<Space>(); }
+};
+TYPED_TEST_SUITE_P(batched_test);
+
+constexpr op both_ops[] = {op::none, op::transpose};
+
+TYPED_TEST_P(batched_test, gemm_uniform_pointer_arrays_and_strided) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  auto keep = default_context<Space>();
+  rng r(10);
+  const int count = 37, m = 13, n = 9, k = 11;
+  for (op ta : both_ops)
+    for (op tb : both_ops)
+      for (T beta : {T(0.5), T(0)}) {
+        std::vector<dense<T>> a, b, c;
+        for (int i = 0; i < count; ++i) {
+          a.push_back(ta == op::none ? r.template normal<T>(m, k) : r.template normal<T>(k, m));
+          b.push_back(tb == op::none ? r.template normal<T>(k, n) : r.template normal<T>(n, k));
+          c.push_back(beta == T(0) ? nan_matrix<T>(m, n) : r.template normal<T>(m, n));
+        }
+        auto A = make_batch<T, Space>(a), B = make_batch<T, Space>(b), C = make_batch<T, Space>(c);
+        auto C2 = make_batch<T, Space>(c);
+        const T alpha = T(-1.25);
+        detail::gemm_batched(*keep, ta, tb, m, n, k, alpha, (const T* const*)A.pointers(), A.rows(0),
+                             (const T* const*)B.pointers(), B.rows(0), beta, C.pointers(), m, count);
+        detail::gemm_strided_batched(*keep, ta, tb, m, n, k, alpha, A.data(), A.rows(0), std::int64_t(m) * k,
+                                     B.data(), B.rows(0), std::int64_t(k) * n, beta, C2.data(), m,
+                                     std::int64_t(m) * n, count);
+        auto got = read_batch(C), got2 = read_batch(C2);
+        for (int i = 0; i < count; ++i) {
+          dense<double> ref = double(alpha) * op_of(a[i], ta) * op_of(b[i], tb);
+          if (beta != T(0)) ref += double(beta) * c[i].template cast<double>();
+          EXPECT_LT(relative_error(got[i], ref), tol<T>(10)) << "item " << i;
+          EXPECT_LT(relative_error(got2[i], ref), tol<T>(10)) << "strided item " << i;
+        }
+      }
+}
+
+TYPED_TEST_P(batched_test, gemm_nonuniform_sizes) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  auto& c_ = this->ctx();
+  rng r(11);
+  const int count = 61;
+  for (op ta : both_ops)
+    for (op tb : both_ops)
+      for (T beta : {T(-1.5), T(0)}) {
+        std::vector<dense<T>> a, b, c;
+        std::vector<int> ms, ns, ks;
+        for (int i = 0; i < count; ++i) {
+          // Mostly 1..70 (tile edges on both sides of 32 and 64), a few empty items.
+          const int m = r.uniform_int(0, 10) == 0 ? 0 : r.uniform_int(1, 70);
+          const int n = r.uniform_int(0, 10) == 0 ? 0 : r.uniform_int(1, 70);
+          const int k = r.uniform_int(0, 10) == 0 ? 0 : r.uniform_int(1, 70);
+          ms.push_back(m), ns.push_back(n), ks.push_back(k);
+          a.push_back(ta == op::none ? r.template normal<T>(m, k) : r.template normal<T>(k, m));
+          b.push_back(tb == op::none ? r.template normal<T>(k, n) : r.template normal<T>(n, k));
+          c.push_back(beta == T(0) ? nan_matrix<T>(m, n) : r.template normal<T>(m, n));
+        }
+        auto A = make_batch<T, Space>(a), B = make_batch<T, Space>(b), C = make_batch<T, Space>(c);
+        buffer<int, Space> M(default_context<Space>(), ms), N(default_context<Space>(), ns),
+            K(default_context<Space>(), ks);
+        const T alpha = T(0.75);
+        detail::gemm_vbatched(c_, ta, tb, M.data(), N.data(), K.data(), alpha, (const T* const*)A.pointers(), A.ld(),
+                              (const T* const*)B.pointers(), B.ld(), beta, C.pointers(), C.ld(), count,
+                              *std::max_element(ms.begin(), ms.end()), *std::max_element(ns.begin(), ns.end()),
+                              *std::max_element(ks.begin(), ks.end()));
+        auto got = read_batch(C);
+        for (int i = 0; i < count; ++i) {
+          dense<double> ref = double(alpha) * op_of(a[i], ta) * op_of(b[i], tb);
+          if (beta != T(0)) ref += double(beta) * c[i].template cast<double>();
+          if (ks[i] == 0 && beta == T(0)) ref.setZero();
+          ASSERT_FALSE(got[i].hasNaN()) << "item " << i << " read C although beta == 0";
+          EXPECT_LT(relative_error(got[i], ref), tol<T>(10))
+              << "item " << i << " " << ms[i] << "x" << ns[i] << "x" << ks[i];
+        }
+      }
+}
+
+// Sizes of a QR/SVD test batch: tall, wide, square, vectors.
+inline std::vector<std::pair<int, int>> factor_sizes(rng& r, int count, int max_m, int max_n) {
+  std::vector<std::pair<int, int>> s = {{1, 1}, {max_m, 1}, {1, max_n}, {max_n, max_n}};
+  while (int(s.size()) < count) s.push_back({r.uniform_int(1, max_m), r.uniform_int(1, max_n)});
+  return s;
+}
+
+TYPED_TEST_P(batched_test, qr_thin) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  rng r(12);
+  auto sizes = factor_sizes(r, 40, 96, 48);
+  std::vector<dense<T>> a, rr;
+  std::vector<int> ms, ns;
+  for (auto [m, n] : sizes) {
+    a.push_back(r.template normal<T>(m, n));
+    rr.push_back(nan_matrix<T>(std::min(m, n), n));
+    ms.push_back(m), ns.push_back(n);
+  }
+  auto A = make_batch<T, Space>(a), R = make_batch<T, Space>(rr);
+  buffer<int, Space> M(default_context<Space>(), ms), N(default_context<Space>(), ns);
+  detail::qr_vbatched(this->ctx(), M.data(), N.data(), A.pointers(), A.ld(), R.pointers(), R.ld(), A.count(),
+                      A.max_rows(), A.max_cols());
+  auto q = read_batch(A), rf = read_batch(R);
+  for (int i = 0; i < A.count(); ++i) {
+    const int m = ms[i], n = ns[i], p = std::min(m, n);
+    const dense<double> Q = q[i].leftCols(p).template cast<double>(), Rm = rf[i].template cast<double>();
+    EXPECT_LT((Q.transpose() * Q - dense<double>::Identity(p, p)).norm(), tol<T>(50)) << m << "x" << n;
+    EXPECT_LT(relative_error(Q * Rm, a[i]), tol<T>(50)) << m << "x" << n;
+    for (int j = 0; j < n; ++j)
+      for (int ii = j + 1; ii < p; ++ii) EXPECT_EQ(rf[i](ii, j), T(0)) << "R not upper, item " << i;
+  }
+}
+
+TYPED_TEST_P(batched_test, qr_column_pivoted_reveals_rank) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  rng r(13);
+  const int count = 30;
+  std::vector<dense<T>> a, rr;
+  std::vector<int> ms, ns, ranks;
+  for (int i = 0; i < count; ++i) {
+    const int m = r.uniform_int(1, 80), n = r.uniform_int(1, 40), p = std::min(m, n);
+    const int rank = i % 3 == 0 ? p : r.uniform_int(0, p);  // a third full rank, the rest deficient
+    dense<double> x = r.template normal<double>(m, rank), y = r.template normal<double>(rank, n);
+    for (int j = 0; j < rank; ++j) x.col(j) *= std::pow(10.0, -2.0 * j / std::max(rank, 1));  // graded
+    a.push_back((x * y).template cast<T>());
+    rr.push_back(nan_matrix<T>(p, n));
+    ms.push_back(m), ns.push_back(n), ranks.push_back(rank);
+  }
+  auto A = make_batch<T, Space>(a), R = make_batch<T, Space>(rr);
+  std::vector<dense<int>> perm0;
+  for (int n : ns) perm0.push_back(dense<int>::Constant(n, 1, -1));
+  auto P = make_batch<int, Space>(perm0);
+  buffer<int, Space> M(default_context<Space>(), ms), N(default_context<Space>(), ns), rank(default_context<Space>(), count);
+  const T rel_tol = std::is_same_v<T, float> ? T(1e-4) : T(1e-10);
+  detail::cpqr_vbatched(this->ctx(), M.data(), N.data(), A.pointers(), A.ld(), R.pointers(), R.ld(), P.pointers(),
+                        rank.data(), rel_tol, count, A.max_rows(), A.max_cols());
+  auto q = read_batch(A), rf = read_batch(R), perm = read_batch(P);
+  auto got_rank = rank.to_host();
+  for (int i = 0; i < count; ++i) {
+    const int m = ms[i], n = ns[i], p = std::min(m, n);
+    EXPECT_EQ(got_rank[i], ranks[i]) << m << "x" << n;
+    std::vector<int> pv(perm[i].data(), perm[i].data() + n), sorted = pv;
+    std::sort(sorted.begin(), sorted.end());
+    std::vector<int> iota(n);
+    std::iota(iota.begin(), iota.end(), 0);
+    ASSERT_EQ(sorted, iota) << "not a permutation, item " << i;
+    dense<double> ap(m, n);
+    for (int j = 0; j < n; ++j) ap.col(j) = a[i].col(pv[j]).template cast<double>();
+    const dense<double> Q = q[i].leftCols(p).template cast<double>(), Rm = rf[i].template cast<double>();
+    EXPECT_LT(relative_error(Q * Rm, ap), tol<T>(50)) << m << "x" << n;
+    // Q columns beyond the numerical rank span noise, but the leading ones must be orthonormal.
+    const int k = got_rank[i];
+    EXPECT_LT((Q.leftCols(k).transpose() * Q.leftCols(k) - dense<double>::Identity(k, k)).norm(), tol<T>(50));
+    for (int j = 1; j < p; ++j) EXPECT_LE(std::abs(Rm(j, j)), std::abs(Rm(j - 1, j - 1)) * (1 + tol<T>(100)));
+  }
+}
+
+TYPED_TEST_P(batched_test, svd_thin) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  rng r(14);
+  auto sizes = factor_sizes(r, 30, 64, 64);
+  std::vector<dense<T>> a, s0, v0;
+  std::vector<int> ms, ns;
+  for (auto [m, n] : sizes) {
+    a.push_back(r.template normal<T>(m, n));
+    s0.push_back(nan_matrix<T>(std::min(m, n), 1));
+    v0.push_back(nan_matrix<T>(n, std::min(m, n)));
+    ms.push_back(m), ns.push_back(n);
+  }
+  auto A = make_batch<T, Space>(a), S = make_batch<T, Space>(s0), V = make_batch<T, Space>(v0);
+  buffer<int, Space> M(default_context<Space>(), ms), N(default_context<Space>(), ns);
+  detail::svd_vbatched(this->ctx(), M.data(), N.data(), A.pointers(), A.ld(), S.pointers(), V.pointers(), V.ld(),
+                       A.count(), A.max_rows(), A.max_cols());
+  auto u = read_batch(A), s = read_batch(S), v = read_batch(V);
+  for (int i = 0; i < A.count(); ++i) {
+    const int m = ms[i], n = ns[i], p = std::min(m, n);
+    const dense<double> ad = a[i].template cast<double>();
+    Eigen::JacobiSVD<dense<double>> ref(ad);
+    const dense<double> U = u[i].leftCols(p).template cast<double>(), Vm = v[i].template cast<double>();
+    const Eigen::VectorXd sv = s[i].col(0).template cast<double>();
+    EXPECT_LT((sv - ref.singularValues()).norm() / ref.singularValues()(0), tol<T>(50)) << m << "x" << n;
+    for (int j = 1; j < p; ++j) EXPECT_GE(sv(j - 1), sv(j));
+    EXPECT_LT(relative_error(U * sv.asDiagonal() * Vm.transpose(), ad), tol<T>(50)) << m << "x" << n;
+    EXPECT_LT((U.transpose() * U - dense<double>::Identity(p, p)).norm(), tol<T>(50)) << m << "x" << n;
+    EXPECT_LT((Vm.transpose() * Vm - dense<double>::Identity(p, p)).norm(), tol<T>(50)) << m << "x" << n;
+  }
+}
+
+TYPED_TEST_P(batched_test, cholesky_factors_and_reports_failures) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  rng r(15);
+  const int count = 33;
+  std::vector<dense<T>> g;
+  std::vector<int> ns, expected_info;
+  for (int i = 0; i < count; ++i) {
+    const int n = r.uniform_int(1, 72);
+    dense<double> x = r.template normal<double>(n, n + 3);
+    dense<double> spd = x * x.transpose() + 0.1 * dense<double>::Identity(n, n);
+    int info = 0;
+    if (i % 4 == 3) {  // not positive definite from column j on
+      const int j = r.uniform_int(0, n - 1);
+      spd = dense<double>::Identity(n, n);
+      spd(j, j) = -1.0;
+      info = j + 1;
+    }
+    dense<T> full = spd.template cast<T>();
+    full.template triangularView<Eigen::StrictlyUpper>().setConstant(std::numeric_limits<T>::quiet_NaN());
+    g.push_back(full);  // the strict upper triangle must not be read
+    ns.push_back(n), expected_info.push_back(info);
+  }
+  auto G = make_batch<T, Space>(g);
+  buffer<int, Space> N(default_context<Space>(), ns), info(default_context<Space>(), count);
+  detail::potrf_vbatched(this->ctx(), N.data(), G.pointers(), G.ld(), info.data(), count, G.max_rows());
+  auto l = read_batch(G);
+  auto got_info = info.to_host();
+  for (int i = 0; i < count; ++i) {
+    EXPECT_EQ(got_info[i], expected_info[i]) << "item " << i;
+    if (expected_info[i]) continue;
+    const dense<double> L = l[i].template cast<double>().template triangularView<Eigen::Lower>();
+    dense<double> ref = g[i].template cast<double>().template selfadjointView<Eigen::Lower>();
+    EXPECT_LT(relative_error(L * L.transpose(), ref), tol<T>(20)) << "n = " << ns[i];
+  }
+  // Uniform batch.
+  const int n = 24;
+  std::vector<dense<T>> h;
+  for (int i = 0; i < 20; ++i) {
+    dense<double> x = r.template normal<double>(n, n);
+    h.push_back((x * x.transpose() + dense<double>::Identity(n, n)).template cast<T>());
+  }
+  auto H = make_batch<T, Space>(h);
+  buffer<int, Space> info2(default_context<Space>(), 20);
+  detail::potrf_batched(this->ctx(), n, H.pointers(), n, info2.data(), 20);
+  auto l2 = read_batch(H);
+  auto got2 = info2.to_host();
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(got2[i], 0);
+    const dense<double> L = l2[i].template cast<double>().template triangularView<Eigen::Lower>();
+    EXPECT_LT(relative_error(L * L.transpose(), h[i]), tol<T>(20));
+  }
+}
+
+// The float path factors in double: an ill-conditioned float Gram matrix (kappa ~ 1e6) still
+// gives a factor accurate to float rounding of the factor itself, not kappa * eps_float.
+TYPED_TEST_P(batched_test, cholesky_of_float_data_computes_in_double) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  if constexpr (std::is_same_v<T, float>) {
+    rng r(16);
+    const int n = 40;
+    dense<double> q = Eigen::HouseholderQR<dense<double>>(r.template normal<double>(n, n)).householderQ();
+    Eigen::VectorXd ev(n);
+    for (int j = 0; j < n; ++j) ev(j) = std::pow(10.0, -6.0 * j / (n - 1));
+    const dense<float> g = (q * ev.asDiagonal() * q.transpose()).template cast<float>();
+    auto G = make_batch<float, Space>({g});
+    buffer<int, Space> info(default_context<Space>(), 1);
+    detail::potrf_batched(this->ctx(), n, G.pointers(), n, info.data(), 1);
+    ASSERT_EQ(info.to_host()[0], 0);
+    const dense<double> L = to_dense(G.item(0)).template cast<double>().template triangularView<Eigen::Lower>();
+    // Exact Cholesky of the float data in double, for comparison.
+    const dense<double> Lref = Eigen::LLT<dense<double>>(g.template cast<double>()).matrixL();
+    EXPECT_LT(relative_error(L, Lref), 5e-7);
+  } else {
+    GTEST_SKIP() << "float only";
+  }
+}
+
+TYPED_TEST_P(batched_test, trsm_all_variants) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  rng r(17);
+  for (side s : {side::left, side::right})
+    for (uplo ul : {uplo::lower, uplo::upper})
+      for (op tr : both_ops)
+        for (diag dg : {diag::non_unit, diag::unit}) {
+          const int count = 12;
+          std::vector<dense<T>> a, b, bu;
+          std::vector<int> ms, ns;
+          const int mu = 17, nu = 6;
+          for (int i = 0; i < count; ++i) {
+            const int m = r.uniform_int(1, 50), n = r.uniform_int(1, 50), k = s == side::left ? m : n;
+            dense<T> t = r.template normal<T>(k, k);
+            t.diagonal().array() = t.diagonal().array().abs() + T(k);  // well conditioned
+            a.push_back(t);
+            b.push_back(r.template normal<T>(m, n));
+            ms.push_back(m), ns.push_back(n);
+          }
+          auto A = make_batch<T, Space>(a), B = make_batch<T, Space>(b);
+          buffer<int, Space> M(default_context<Space>(), ms), N(default_context<Space>(), ns);
+          const T alpha = T(1.5);
+          detail::trsm_vbatched(this->ctx(), s, ul, tr, dg, M.data(), N.data(), alpha, (const T* const*)A.pointers(),
+                                A.ld(), B.pointers(), B.ld(), count, B.max_rows(), B.max_cols());
+          auto x = read_batch(B);
+          auto reference = [&](const dense<T>& tri, const dense<T>& rhs) {
+            dense<double> t = tri.template cast<double>();
+            dense<double> tt = ul == uplo::lower ? dense<double>(t.template triangularView<Eigen::Lower>())
+                                                 : dense<double>(t.template triangularView<Eigen::Upper>());
+            if (dg == diag::unit) tt.diagonal().setOnes();
+            if (tr == op::transpose) tt.transposeInPlace();
+            const dense<double> rh = double(alpha) * rhs.template cast<double>();
+            return s == side::left ? dense<double>(tt.partialPivLu().solve(rh))
+                                   : dense<double>(tt.transpose().partialPivLu().solve(rh.transpose()).transpose());
+          };
+          for (int i = 0; i < count; ++i)
+            EXPECT_LT(relative_error(x[i], reference(a[i], b[i])), tol<T>(50))
+                << "side " << int(s) << " uplo " << int(ul) << " op " << int(tr) << " diag " << int(dg);
+          // Uniform batch with cuBLAS (CUDA) / the same loop (host).
+          std::vector<dense<T>> au, buv;
+          for (int i = 0; i < count; ++i) {
+            const int k = s == side::left ? mu : nu;
+            dense<T> t = r.template normal<T>(k, k);
+            t.diagonal().array() = t.diagonal().array().abs() + T(k);
+            au.push_back(t);
+            buv.push_back(r.template normal<T>(mu, nu));
+          }
+          auto AU = make_batch<T, Space>(au), BU = make_batch<T, Space>(buv);
+          detail::trsm_batched(this->ctx(), s, ul, tr, dg, mu, nu, alpha, (const T* const*)AU.pointers(), AU.rows(0),
+                               BU.pointers(), mu, count);
+          auto xu = read_batch(BU);
+          for (int i = 0; i < count; ++i) EXPECT_LT(relative_error(xu[i], reference(au[i], buv[i])), tol<T>(50));
+        }
+}
+
+TYPED_TEST_P(batched_test, random_fills_are_reproducible_per_item) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  rng r(18);
+  std::vector<dense<T>> z;
+  std::vector<int> ms, ns;
+  for (int i = 0; i < 25; ++i) {
+    const int m = r.uniform_int(0, 90), n = r.uniform_int(0, 9);
+    z.push_back(nan_matrix<T>(m, n));
+    ms.push_back(m), ns.push_back(n);
+  }
+  auto fill = [&](std::uint64_t seed) {
+    auto Z = make_batch<T, Space>(z);
+    buffer<int, Space> M(default_context<Space>(), ms), N(default_context<Space>(), ns);
+    detail::fill_random_vbatched(this->ctx(), detail::distribution::normal, M.data(), N.data(), Z.pointers(), Z.ld(),
+                                 seed, Z.count(), Z.max_rows(), Z.max_cols());
+    return read_batch(Z);
+  };
+  const auto x = fill(test_seed()), y = fill(test_seed()), w = fill(test_seed() + 7);
+  double sum = 0, sq = 0, count = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    ASSERT_FALSE(x[i].hasNaN()) << "unwritten entries in item " << i;
+    EXPECT_EQ(x[i], y[i]);
+    if (x[i].size() > 4) EXPECT_NE(x[i], w[i]);
+    sum += x[i].template cast<double>().sum(), sq += x[i].template cast<double>().squaredNorm(), count += x[i].size();
+  }
+  // Items are independent streams, not copies of one another.
+  for (std::size_t i = 1; i < x.size(); ++i)
+    if (x[i].rows() >= 4 && x[i - 1].rows() >= 4 && x[i].cols() && x[i - 1].cols())
+      EXPECT_NE(x[i].col(0).head(4), x[i - 1].col(0).head(4));
+  EXPECT_LT(std::abs(sum / count), 5 / std::sqrt(count));
+  EXPECT_NEAR(sq / count, 1.0, 0.1);
+}
+
+TYPED_TEST_P(batched_test, marshaling_builds_pointer_arrays) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  auto ctx = default_context<Space>();
+  buffer<T, Space> base(ctx, 1000);
+  buffer<T*, Space> out(ctx, 50);
+  detail::marshal_strided(*ctx, base.data(), 17, 50, out.data());
+  auto p = out.to_host();
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(p[i], base.data() + 17 * i);
+  std::vector<std::int64_t> offsets(50);
+  rng r(19);
+  for (auto& o : offsets) o = r.uniform_int(0, 999);
+  buffer<std::int64_t, Space> off(ctx, offsets);
+  detail::marshal_offsets(*ctx, base.data(), off.data(), 50, out.data());
+  p = out.to_host();
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(p[i], base.data() + offsets[i]);
+}
+
+REGISTER_TYPED_TEST_SUITE_P(batched_test, gemm_uniform_pointer_arrays_and_strided, gemm_nonuniform_sizes, qr_thin,
+                            qr_column_pivoted_reveals_rank, svd_thin, cholesky_factors_and_reports_failures,
+                            cholesky_of_float_data_computes_in_double, trsm_all_variants,
+                            random_fills_are_reproducible_per_item, marshaling_builds_pointer_arrays);
+
+}  // namespace h2expr::test

@@ -1,0 +1,83 @@
+#pragma once
+// Test helpers: the (scalar, space) configurations, dense references, and tolerances.
+#include <gtest/gtest.h>
+#include <h2expr/h2expr.hpp>
+
+#include <Eigen/Dense>
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <random>
+
+namespace h2expr::test {
+
+template <class T, class S>
+struct config {
+  using scalar = T;
+  using space = S;
+};
+
+template <class T>
+using dense = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
+
+// Fresh inputs on every run (the seed is printed so a failure can be replayed with H2EXPR_TEST_SEED).
+inline std::uint64_t test_seed() {
+  static const std::uint64_t seed = [] {
+    if (const char* s = std::getenv("H2EXPR_TEST_SEED")) return std::uint64_t(std::stoull(s));
+    return std::uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+  }();
+  return seed;
+}
+
+struct rng {
+  std::mt19937_64 engine;
+  explicit rng(std::uint64_t salt = 0) : engine(test_seed() ^ (salt * 0x9e3779b97f4a7c15ull)) {}
+  int uniform_int(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(engine); }
+  template <class T>
+  dense<T> normal(Eigen::Index rows, Eigen::Index cols) {
+    std::normal_distribution<double> d;
+    dense<T> m(rows, cols);
+    for (Eigen::Index j = 0; j < cols; ++j)
+      for (Eigen::Index i = 0; i < rows; ++i) m(i, j) = T(d(engine));
+    return m;
+  }
+};
+
+// Unit roundoff times a safety factor: the accuracy a backward-stable routine reaches at small sizes.
+template <class T>
+double tol(double factor = 1.0) {
+  return factor * (std::is_same_v<T, float> ? 2e-5 : 1e-12);
+}
+
+template <class A, class B>
+double relative_error(const A& approx, const B& exact) {
+  const double ref = exact.template cast<double>().norm();
+  const double diff = (approx.template cast<double>() - exact.template cast<double>()).norm();
+  return ref > 0 ? diff / ref : diff;
+}
+
+// Skips the current test when the space cannot run here (the CUDA space without a device).
+template <class Space>
+bool space_unavailable() {
+  if constexpr (std::is_same_v<Space, host>) return false;
+  else return !cuda_available();
+}
+
+}  // namespace h2expr::test
+
+#define H2EXPR_SKIP_IF_UNAVAILABLE(Space)                                                  \
+  do {                                                                                     \
+    if (::h2expr::test::space_unavailable<Space>()) GTEST_SKIP() << "no CUDA device here"; \
+  } while (0)
+
+namespace h2expr::test {
+
+// Writes a host matrix into a block of a space (same size).
+template <class T, class Space>
+void upload(view<T, Space> dst, const dense<T>& src) {
+  ASSERT_EQ(dst.rows(), src.rows());
+  ASSERT_EQ(dst.cols(), src.cols());
+  if (src.size()) detail::upload_2d(*dst.context(), src.rows(), src.cols(), src.data(), src.rows(), dst.data(), dst.ld());
+}
+
+}  // namespace h2expr::test
