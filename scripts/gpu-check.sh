@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: build everything for the GPU (sm_90 by default) from the staged
 # dependencies, run the whole test suite (host and CUDA), compute-sanitizer (memcheck, racecheck) on
-# the CUDA tests, the CUDA demo, and the benchmarks. Logs go to $OUT (or ./gpu-out).
+# the CUDA tests, the CUDA demo, and the benchmarks. Logs go to $OUT (or ./gpu-out): at most 7 files,
+# the device tool's limit is 8.
 #   ../shared/tools/stage-deps.sh .   # once, on the development machine: fills .deps/
 #   scripts/gpu-check.sh [arch] [bench-scale]
 set -uo pipefail
@@ -15,8 +16,8 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max
 deps=()
 [ -d .deps ] && deps=(-DCMAKE_PREFIX_PATH="$PWD/.deps" -DH2EXPR_GTEST_SOURCE_DIR="$PWD/.deps/src/googletest")
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" "${deps[@]}" \
-  > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
-cmake --build build-gpu -j "$(nproc)" > "$out/build.log" 2>&1 || { grep -E "error" -A5 "$out/build.log" | head -60; exit 1; }
+  > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
+cmake --build build-gpu -j "$(nproc)" >> "$out/build.log" 2>&1 || { grep -E "error" -A5 "$out/build.log" | head -60; exit 1; }
 
 echo "=== tests"
 ctest --test-dir build-gpu --output-on-failure -j 4 > "$out/ctest.log" 2>&1 || status=1
@@ -26,12 +27,15 @@ echo "=== compute-sanitizer"
 for t in build-gpu/tests/test_*_cuda; do
   for tool in memcheck racecheck; do
     extra=(); [ "$tool" = memcheck ] && extra=(--leak-check full)
-    if compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 9 "$t" > "$out/sanitizer-$tool-$(basename "$t").log" 2>&1; then
-      echo "$tool $(basename "$t"): clean"
+    log=$(mktemp)
+    if compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 9 "$t" > "$log" 2>&1; then
+      echo "$tool $(basename "$t"): clean ($(grep -c "\[       OK \]" "$log") tests run)"
     else
       echo "$tool $(basename "$t"): FAILED"; status=1
-      grep -E "ERROR SUMMARY|Invalid|Race|FAILED" "$out/sanitizer-$tool-$(basename "$t").log" | head -10
+      grep -E "ERROR SUMMARY|Invalid|Race|FAILED" "$log" | head -10
     fi
+    { echo "### $tool $(basename "$t")"; cat "$log"; } >> "$out/sanitizer.log"
+    rm -f "$log"
   done
 done
 

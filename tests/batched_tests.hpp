@@ -193,7 +193,8 @@ TYPED_TEST_P(batched_test, qr_column_pivoted_reveals_rank) {
   const T rel_tol = std::is_same_v<T, float> ? T(1e-4) : T(1e-10);
   detail::cpqr_vbatched(this->ctx(), M.data(), N.data(), A.pointers(), A.ld(), R.pointers(), R.ld(), P.pointers(),
                         rank.data(), rel_tol, count, A.max_rows(), A.max_cols());
-  auto q = read_batch(A), rf = read_batch(R), perm = read_batch(P);
+  auto q = read_batch(A), rf = read_batch(R);
+  auto perm = read_batch(P);
   auto got_rank = rank.to_host();
   for (int i = 0; i < count; ++i) {
     const int m = ms[i], n = ns[i], p = std::min(m, n);
@@ -261,7 +262,7 @@ TYPED_TEST_P(batched_test, cholesky_factors_and_reports_failures) {
     if (i % 4 == 3) {  // not positive definite from column j on
       const int j = r.uniform_int(0, n - 1);
       spd = dense<double>::Identity(n, n);
-      spd(j, j) = -1.0;
+      spd(j, j) = i % 8 == 7 ? std::numeric_limits<double>::quiet_NaN() : -1.0;  // NaN pivots fail too
       info = j + 1;
     }
     dense<T> full = spd.template cast<T>();
@@ -339,8 +340,9 @@ TYPED_TEST_P(batched_test, trsm_all_variants) {
           const int mu = 17, nu = 6;
           for (int i = 0; i < count; ++i) {
             const int m = r.uniform_int(1, 50), n = r.uniform_int(1, 50), k = s == side::left ? m : n;
-            dense<T> t = r.template normal<T>(k, k);
-            t.diagonal().array() = t.diagonal().array().abs() + T(k);  // well conditioned
+            // Well conditioned also with a unit diagonal: off-diagonal entries of size 1/k.
+            dense<T> t = r.template normal<T>(k, k) / T(k);
+            t.diagonal().array() = t.diagonal().array().abs() + T(1);
             a.push_back(t);
             b.push_back(r.template normal<T>(m, n));
             ms.push_back(m), ns.push_back(n);
@@ -368,8 +370,8 @@ TYPED_TEST_P(batched_test, trsm_all_variants) {
           std::vector<dense<T>> au, buv;
           for (int i = 0; i < count; ++i) {
             const int k = s == side::left ? mu : nu;
-            dense<T> t = r.template normal<T>(k, k);
-            t.diagonal().array() = t.diagonal().array().abs() + T(k);
+            dense<T> t = r.template normal<T>(k, k) / T(k);
+            t.diagonal().array() = t.diagonal().array().abs() + T(1);
             au.push_back(t);
             buv.push_back(r.template normal<T>(mu, nu));
           }

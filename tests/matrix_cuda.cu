@@ -4,3 +4,33 @@ namespace h2expr::test {
 using cuda_configs = ::testing::Types<config<float, cuda>, config<double, cuda>>;
 INSTANTIATE_TYPED_TEST_SUITE_P(cuda, matrix_test, cuda_configs);
 }  // namespace h2expr::test
+
+// The CUDA context: a clear error without a device; handles, errors and out-of-memory with one.
+TEST(cuda_context, no_device_is_a_clear_error_or_a_working_context) {
+  namespace hx = h2expr;
+  if (!hx::cuda_available()) {
+    EXPECT_THROW(hx::context<hx::cuda>(), hx::no_cuda_device);
+    EXPECT_THROW((hx::matrix<double, hx::cuda>(3, 3)), hx::no_cuda_device);
+    // The host space is untouched by the failed attempt.
+    EXPECT_EQ(hx::to_dense(hx::matrix<double>::random(2, 2, 1)).rows(), 2);
+    GTEST_SKIP() << "no CUDA device here: checked the no_cuda_device error only";
+  }
+  auto ctx = hx::default_context<hx::cuda>();
+  EXPECT_EQ(ctx, hx::default_context<hx::cuda>());  // one default per thread while in use
+  EXPECT_NE(ctx->stream(), nullptr);
+  EXPECT_NE(ctx->blas(), nullptr);
+  EXPECT_NE(ctx->solver(), nullptr);
+  EXPECT_GT(ctx->properties().multiProcessorCount, 0);
+  EXPECT_THROW(hx::context<hx::cuda>(1 << 20), hx::invalid_argument);
+  // 8 TB does not fit on any GPU: device_out_of_memory, and the context stays usable.
+  EXPECT_THROW((hx::matrix<double, hx::cuda>(1 << 20, 1 << 20, ctx)), hx::device_out_of_memory);
+  auto x = hx::matrix<double, hx::cuda>::random(5, 5, 3, ctx);
+  EXPECT_EQ(hx::to_dense(x), hx::to_dense(hx::matrix<double, hx::cuda>::random(5, 5, 3, ctx)));
+  // A failing library call reports the library's status text.
+  try {
+    H2EXPR_CUBLAS(cublasSetStream(nullptr, ctx->stream()));
+    FAIL() << "no exception";
+  } catch (const hx::cublas_error& e) {
+    EXPECT_NE(std::string(e.what()).find("CUBLAS_STATUS_NOT_INITIALIZED"), std::string::npos) << e.what();
+  }
+}

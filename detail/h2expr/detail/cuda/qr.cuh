@@ -5,6 +5,7 @@
 // without a workspace, and tall items (one block of a whole matrix) work too, only slower.
 #include <h2expr/detail/cuda/check.cuh>
 #include <h2expr/detail/cuda/context.cuh>
+#include <h2expr/detail/cuda/reduce.cuh>
 
 #include <algorithm>
 #include <cstddef>
@@ -12,27 +13,6 @@
 #include <string>
 
 namespace h2expr::detail::kernels {
-
-template <class T>
-__device__ inline T warp_sum(T v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-// The sum over the block, in every thread. `red` holds 32 values in shared memory. Every thread adds
-// the warp sums in the same order, so all threads see the same bits (branches on it agree).
-template <class T>
-__device__ inline T block_sum(T v, T* red) {
-  v = warp_sum(v);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  __syncthreads();  // a previous call's readers are done with red
-  if (lane == 0) red[warp] = v;
-  __syncthreads();
-  T s = T(0);
-  for (int w = 0; w < warps; ++w) s += red[w];
-  return s;
-}
 
 // Householder QR of one item per block (grid.y), with column pivoting when Pivot. Shared memory:
 // red[32] (double) | norms[max_n] (double, pivoting only) | tau[max_p] (T).

@@ -8,6 +8,7 @@
 #include <h2expr/detail/cuda/context.cuh>
 
 #include <cstdint>
+#include <limits>
 
 namespace h2expr::detail::kernels {
 
@@ -19,7 +20,13 @@ __device__ inline void random_pair(curandStatePhilox4_32_10_t* s, distribution d
     out[0] = v.x;
     if (count > 1) out[1] = v.y;
   } else {
-    float2 v = d == distribution::normal ? curand_normal2(s) : make_float2(curand_uniform(s), curand_uniform(s));
+    float2 v;
+    if (d == distribution::normal) {
+      v = curand_normal2(s);
+    } else {  // two statements: the order of the draws must not depend on argument evaluation
+      v.x = curand_uniform(s);
+      v.y = curand_uniform(s);
+    }
     if (d == distribution::uniform) v = make_float2(1.f - v.x, 1.f - v.y);
     out[0] = v.x;
     if (count > 1) out[1] = v.y;
@@ -54,6 +61,7 @@ template <class T>
 void fill_random(context<cuda>& c, distribution d, std::int64_t rows, std::int64_t cols, T* A, std::int64_t lda,
                  std::uint64_t seed) {
   if (rows == 0 || cols == 0) return;
+  require(rows <= std::numeric_limits<int>::max(), "fill_random: more than 2^31 rows");
   const std::int64_t work = (rows + 1) / 2 * cols;
   const int blocks = int(std::min<std::int64_t>((work + 255) / 256, 65535));
   kernels::fill_random_vbatched<T><<<dim3(blocks, 1), 256, 0, c.stream()>>>(

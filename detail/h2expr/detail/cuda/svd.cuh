@@ -5,7 +5,7 @@
 #include <h2expr/detail/cuda/check.cuh>
 #include <h2expr/detail/cuda/context.cuh>
 #include <h2expr/detail/cuda/memory.cuh>
-#include <h2expr/detail/cuda/qr.cuh>  // warp_sum, block_sum
+#include <h2expr/detail/cuda/reduce.cuh>
 
 #include <algorithm>
 #include <cfloat>
@@ -16,24 +16,6 @@
 #include <type_traits>
 
 namespace h2expr::detail::kernels {
-
-// The largest value in the block and its index (the smallest index among equal values), in every
-// thread. `red` and `red_i` hold 32 entries in shared memory.
-__device__ inline void block_argmax(double& v, int& i, double* red, int* red_i) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const double ov = __shfl_xor_sync(0xffffffffu, v, o);
-    const int oi = __shfl_xor_sync(0xffffffffu, i, o);
-    if (ov > v || (ov == v && oi < i)) v = ov, i = oi;
-  }
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  __syncthreads();
-  if (lane == 0) red[warp] = v, red_i[warp] = i;
-  __syncthreads();
-  v = red[0], i = red_i[0];
-  for (int w = 1; w < warps; ++w)
-    if (red[w] > v || (red[w] == v && red_i[w] < i)) v = red[w], i = red_i[w];
-}
 
 // Shared memory: red[32] | sigma[max_p] | coef[max_p] (double) | red_i[32] | swaps[max_p] | flag (int).
 // W (M x N, M >= N) is the matrix Jacobi orthogonalizes from the right, X the accumulated rotations

@@ -4,12 +4,14 @@
 #include <h2expr/detail/host/context.hpp>
 #include <h2expr/detail/host/eigen_map.hpp>
 
+#include <cmath>
 #include <type_traits>
 
 namespace h2expr::detail {
 
 // A = L L^T with L in the lower triangle of A (the strict upper triangle is not referenced).
-// Returns 0, or j + 1 when the pivot of column j is not positive (then A is partly overwritten).
+// Returns 0, or j + 1 when the pivot of column j is not positive or not finite (then A is partly
+// overwritten).
 template <class T>
 int potrf_item(int n, T* A, int lda) {
   if (n == 0) return 0;
@@ -22,7 +24,10 @@ int potrf_item(int n, T* A, int lda) {
     failed = Eigen::internal::llt_inplace<double, Eigen::Lower>::blocked(w);
     a.template triangularView<Eigen::Lower>() = w.template cast<T>();
   }
-  return failed < 0 ? 0 : int(failed) + 1;
+  if (failed >= 0) return int(failed) + 1;
+  for (int j = 0; j < n; ++j)  // Eigen tests pivots with x <= 0, which NaN passes: catch it here
+    if (!std::isfinite(a(j, j))) return j + 1;
+  return 0;
 }
 
 template <class T>

@@ -9,7 +9,7 @@
 namespace h2expr::detail {
 
 // A_i (m x n) := Q_i (m x p, p = min(m, n), orthonormal columns); R_i (p x n) upper trapezoidal with
-// A = Q R. R may be null (only Q wanted).
+// A = Q R. R may be null (only Q wanted). Columns p..n-1 of A are unspecified on exit.
 template <class T>
 void qr_vbatched(context<host>&, const int* m, const int* n, T* const* A, const int* lda, T* const* R,
                  const int* ldr, int count, int /*max_m*/, int /*max_n*/) {
