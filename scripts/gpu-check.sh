@@ -28,7 +28,9 @@ for t in build-gpu/tests/test_*_cuda; do
   for tool in memcheck racecheck; do
     extra=(); [ "$tool" = memcheck ] && extra=(--leak-check full)
     log=$(mktemp)
-    if compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 9 "$t" > "$log" 2>&1; then
+    # The intentional 8 TB allocation would be reported as an API error: it runs in ctest above.
+    if compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 9 "$t" --gtest_filter=-*out_of_memory* \
+        > "$log" 2>&1; then
       echo "$tool $(basename "$t"): clean ($(grep -c "\[       OK \]" "$log") tests run)"
     else
       echo "$tool $(basename "$t"): FAILED"; status=1

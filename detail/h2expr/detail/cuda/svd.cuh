@@ -170,6 +170,7 @@ __global__ void __launch_bounds__(256) svd_vbatched(const int* m_, const int* n_
 
   // Descending order: thread 0 runs a selection sort on sigma and records its swaps; every thread then
   // replays the swaps on the rows it owns, so no further synchronization is needed.
+  __syncthreads();  // the completion loop above reads sigma in every thread (racecheck found this)
   if (tid == 0) {
     T* S = S_[item];
     for (int k = 0; k < N; ++k) {
