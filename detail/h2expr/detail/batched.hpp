@@ -11,9 +11,14 @@
 //   trsm_batched / trsm_vbatched     B_i := alpha op(A_i)^{-1} B_i or alpha B_i op(A_i)^{-1}
 //   fill_random / fill_random_vbatched   standard normal or uniform [0,1), reproducible from a seed
 //   marshal_strided / marshal_offsets    pointer arrays of batch items
+//   bsr_gemm         block-sparse rows times a block vector (coupling and dense phases of HGEMV)
+//   gather_rows / scatter_rows           user order <-> padded tree order
+//   evaluate_blocks / all_finite         kernel entries of many blocks; finiteness checks
 // The host backend is the reference semantics; the CUDA backend matches it (see tests/).
 #include <h2expr/detail/blas_types.hpp>
+#include <h2expr/detail/host/bsr.hpp>
 #include <h2expr/detail/host/cholesky.hpp>
+#include <h2expr/detail/host/evaluate.hpp>
 #include <h2expr/detail/host/gemm.hpp>
 #include <h2expr/detail/host/marshal.hpp>
 #include <h2expr/detail/host/qr.hpp>
@@ -21,7 +26,9 @@
 #include <h2expr/detail/host/svd.hpp>
 #include <h2expr/detail/host/trsm.hpp>
 #if defined(__CUDACC__)
+#include <h2expr/detail/cuda/bsr.cuh>
 #include <h2expr/detail/cuda/cholesky.cuh>
+#include <h2expr/detail/cuda/evaluate.cuh>
 #include <h2expr/detail/cuda/gemm.cuh>
 #include <h2expr/detail/cuda/marshal.cuh>
 #include <h2expr/detail/cuda/qr.cuh>

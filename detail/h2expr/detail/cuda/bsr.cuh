@@ -1,0 +1,156 @@
+#pragma once
+// Block-sparse-row products on the GPU: the coupling and dense-leaf phases of HGEMV (bandwidth bound:
+// every block is read once per chunk of vectors). One thread block per block row; its warps share
+// the (entry, row chunk) work items of the row, accumulate in registers, and add into the row's
+// output in shared memory; the row is written once at the end. Same semantics as host/bsr.hpp.
+#include <h2expr/detail/blas_types.hpp>
+#include <h2expr/detail/cuda/check.cuh>
+#include <h2expr/detail/cuda/context.cuh>
+#include <h2expr/detail/cuda/reduce.cuh>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace h2expr::detail::kernels {
+
+template <class T, int NV>
+__global__ void __launch_bounds__(256) bsr_gemm(op block_op, const int* ptr, const int* idx, const int* blk,
+                                                const T* __restrict__ blocks, int mb, int nb,
+                                                std::int64_t block_stride, const T* __restrict__ X,
+                                                std::int64_t ldx, T* Y, std::int64_t ldy, int nv, T beta,
+                                                int first_row) {
+  extern __shared__ unsigned char bsr_shared[];
+  T* ys = reinterpret_cast<T*>(bsr_shared);  // mb x NV accumulator of this block row
+  const int t = first_row + blockIdx.x, v0 = blockIdx.y * NV, nvc = min(NV, nv - v0);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  for (int i = threadIdx.x; i < mb * NV; i += blockDim.x) ys[i] = T(0);
+  __syncthreads();
+  const int e0 = ptr[t], entries = ptr[t + 1] - e0;
+  const T* Xv = X + v0 * ldx;
+  if (block_op == op::none) {
+    // Item = (entry, chunk of 32 output rows): lanes own rows, so block reads are coalesced.
+    const int chunks = (mb + 31) / 32;
+    for (int item = warp; item < entries * chunks; item += warps) {
+      const int e = e0 + item / chunks, r = (item % chunks) * 32 + lane;
+      const T* B = blocks + std::int64_t(blk ? blk[e] : e) * block_stride;
+      const T* x = Xv + std::int64_t(idx[e]) * nb;
+      T acc[NV];
+#pragma unroll
+      for (int v = 0; v < NV; ++v) acc[v] = T(0);
+      if (r < mb)
+        for (int c = 0; c < nb; ++c) {
+          const T b = B[r + std::int64_t(c) * mb];
+#pragma unroll
+          for (int v = 0; v < NV; ++v)
+            if (v < nvc) acc[v] += b * x[c + v * ldx];
+        }
+      if (r < mb)
+#pragma unroll
+        for (int v = 0; v < NV; ++v)
+          if (v < nvc) atomicAdd(&ys[r + v * mb], acc[v]);
+    }
+  } else {
+    // op(B) = B^T, B stored nb x mb: lanes run down a stored column (coalesced), then reduce.
+    constexpr int rows_per_item = 4;
+    const int chunks = (mb + rows_per_item - 1) / rows_per_item;
+    for (int item = warp; item < entries * chunks; item += warps) {
+      const int e = e0 + item / chunks, r0 = (item % chunks) * rows_per_item;
+      const T* B = blocks + std::int64_t(blk ? blk[e] : e) * block_stride;
+      const T* x = Xv + std::int64_t(idx[e]) * nb;
+      for (int r = r0; r < min(r0 + rows_per_item, mb); ++r) {
+        T acc[NV];
+#pragma unroll
+        for (int v = 0; v < NV; ++v) acc[v] = T(0);
+        for (int c = lane; c < nb; c += 32) {
+          const T b = B[c + std::int64_t(r) * nb];
+#pragma unroll
+          for (int v = 0; v < NV; ++v)
+            if (v < nvc) acc[v] += b * x[c + v * ldx];
+        }
+#pragma unroll
+        for (int v = 0; v < NV; ++v) {
+          if (v >= nvc) break;
+          const T s = warp_sum(acc[v]);
+          if (lane == 0) atomicAdd(&ys[r + v * mb], s);
+        }
+      }
+    }
+  }
+  __syncthreads();
+  T* y = Y + std::int64_t(t) * mb + v0 * ldy;
+  for (int i = threadIdx.x; i < mb * nvc; i += blockDim.x) {
+    const int r = i % mb, v = i / mb;
+    T* p = y + r + v * ldy;
+    *p = beta == T(0) ? ys[r + v * mb] : beta * *p + ys[r + v * mb];
+  }
+}
+
+template <class T>
+__global__ void gather_rows(const int* src, std::int64_t rows, const T* X, std::int64_t ldx, T* Xp,
+                            std::int64_t ldp, int nv) {
+  const std::int64_t total = rows * nv;
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::int64_t r = i % rows, v = i / rows;
+    const int s = src[r];
+    Xp[r + v * ldp] = s >= 0 ? X[s + v * ldx] : T(0);
+  }
+}
+
+template <class T>
+__global__ void scatter_rows(const int* dst, std::int64_t rows, const T* Yp, std::int64_t ldp, T* Y,
+                             std::int64_t ldy, int nv) {
+  const std::int64_t total = rows * nv;
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::int64_t r = i % rows, v = i / rows;
+    const int d = dst[r];
+    if (d >= 0) Y[d + v * ldy] = Yp[r + v * ldp];
+  }
+}
+
+}  // namespace h2expr::detail::kernels
+
+namespace h2expr::detail {
+
+template <class T>
+void bsr_gemm(context<cuda>& c, op block_op, int rows, const int* ptr, const int* idx, const int* blk,
+              const T* blocks, int mb, int nb, std::int64_t block_stride, const T* X, std::int64_t ldx, T* Y,
+              std::int64_t ldy, int nv, T beta) {
+  if (rows == 0 || mb == 0 || nv == 0) return;
+  // The widest chunk of vectors whose accumulator fits the default 48 KB of shared memory.
+  auto launch = [&](auto kernel, int NV) {
+    const std::size_t shared = std::size_t(mb) * NV * sizeof(T);
+    require<invalid_argument>(shared <= 48 * 1024, "bsr_gemm: blocks with " + std::to_string(mb) + " rows are too large");
+    for (int first = 0; first < rows; first += 1 << 30) {
+      const int count = std::min(rows - first, 1 << 30);
+      kernel<<<dim3(count, (nv + NV - 1) / NV), 256, shared, c.stream()>>>(block_op, ptr, idx, blk, blocks, mb, nb,
+                                                                           block_stride, X, ldx, Y, ldy, nv, beta, first);
+      H2EXPR_CUDA_LAUNCHED();
+    }
+  };
+  const std::size_t row_bytes = std::size_t(mb) * sizeof(T);
+  if (nv == 1) launch(kernels::bsr_gemm<T, 1>, 1);
+  else if (nv <= 4 || row_bytes * 16 > 48 * 1024) launch(kernels::bsr_gemm<T, 4>, 4);
+  else launch(kernels::bsr_gemm<T, 16>, 16);
+}
+
+template <class T>
+void gather_rows(context<cuda>& c, const int* src, std::int64_t rows, const T* X, std::int64_t ldx, T* Xp,
+                 std::int64_t ldp, int nv) {
+  if (rows == 0 || nv == 0) return;
+  const int blocks = int(std::min<std::int64_t>((rows * nv + 255) / 256, 8192));
+  kernels::gather_rows<<<blocks, 256, 0, c.stream()>>>(src, rows, X, ldx, Xp, ldp, nv);
+  H2EXPR_CUDA_LAUNCHED();
+}
+
+template <class T>
+void scatter_rows(context<cuda>& c, const int* dst, std::int64_t rows, const T* Yp, std::int64_t ldp, T* Y,
+                  std::int64_t ldy, int nv) {
+  if (rows == 0 || nv == 0) return;
+  const int blocks = int(std::min<std::int64_t>((rows * nv + 255) / 256, 8192));
+  kernels::scatter_rows<<<blocks, 256, 0, c.stream()>>>(dst, rows, Yp, ldp, Y, ldy, nv);
+  H2EXPR_CUDA_LAUNCHED();
+}
+
+}  // namespace h2expr::detail

@@ -1,0 +1,83 @@
+#pragma once
+// Kernel entries of many blocks at once on the GPU (built-in kernels), or on the host and copied over
+// (any other callable: a host lambda cannot run on the device). Same layout as host/evaluate.hpp.
+#include <h2expr/detail/buffer.hpp>
+#include <h2expr/detail/cuda/check.cuh>
+#include <h2expr/detail/cuda/context.cuh>
+#include <h2expr/detail/host/evaluate.hpp>
+#include <h2expr/kernels.hpp>
+#include <thrust/execution_policy.h>
+#include <thrust/logical.h>
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+
+namespace h2expr::detail::kernels {
+
+template <class T, int D, class Kernel>
+__global__ void evaluate_blocks(Kernel kernel, const int* row_node, const int* col_node, const T* row_points,
+                                const int* row_count, int row_stride, const T* col_points, const int* col_count,
+                                int col_stride, T* out, int first_block) {
+  const int b = first_block + blockIdx.x;
+  const int rn = row_node[b], cn = col_node[b], m = row_count[rn], n = col_count[cn];
+  const std::int64_t size = std::int64_t(row_stride) * col_stride;
+  T* o = out + b * size;
+  for (std::int64_t e = threadIdx.x; e < size; e += blockDim.x) {
+    const int i = int(e % row_stride), j = int(e / row_stride);
+    T v = T(0);
+    if (i < m && j < n) {
+      std::array<T, D> x, y;
+#pragma unroll
+      for (int d = 0; d < D; ++d) {
+        x[d] = row_points[(std::int64_t(rn) * row_stride + i) * D + d];
+        y[d] = col_points[(std::int64_t(cn) * col_stride + j) * D + d];
+      }
+      v = kernel(x, y);
+    }
+    o[e] = v;
+  }
+}
+
+template <class T>
+struct is_finite_value {
+  __host__ __device__ bool operator()(T v) const { return isfinite(v); }
+};
+
+}  // namespace h2expr::detail::kernels
+
+namespace h2expr::detail {
+
+template <class T, int D, class Kernel>
+void evaluate_blocks(context<cuda>& c, const Kernel& kernel, const block_points<T>& p, T* out) {
+  if (p.blocks() == 0 || p.row_stride == 0 || p.col_stride == 0) return;
+  const std::size_t size = std::size_t(p.row_stride) * p.col_stride;
+  if constexpr (is_device_kernel<Kernel>::value) {
+    auto ctx = std::shared_ptr<context<cuda>>(std::shared_ptr<context<cuda>>(), &c);  // non-owning
+    buffer<int, cuda> rn(ctx, p.row_node), cn(ctx, p.col_node), rc(ctx, p.row_count), cc(ctx, p.col_count);
+    buffer<T, cuda> rp(ctx, p.row_points), cp(ctx, p.col_points);
+    for (int first = 0; first < p.blocks(); first += 1 << 30) {
+      const int count = std::min(p.blocks() - first, 1 << 30);
+      kernels::evaluate_blocks<T, D><<<count, 128, 0, c.stream()>>>(kernel, rn.data(), cn.data(), rp.data(), rc.data(),
+                                                                    p.row_stride, cp.data(), cc.data(), p.col_stride,
+                                                                    out, first);
+      H2EXPR_CUDA_LAUNCHED();
+    }
+    c.synchronize();  // the index and point buffers go out of scope here
+  } else {
+    std::vector<T> host(size * p.blocks());
+    context<host> h;
+    evaluate_blocks<T, D>(h, kernel, p, host.data());
+    upload_2d(c, host.size(), 1, host.data(), host.size(), out, host.size());
+  }
+}
+
+template <class T>
+bool all_finite(context<cuda>& c, const T* data, std::size_t n) {
+  if (n == 0) return true;
+  const bool ok = thrust::all_of(thrust::cuda::par.on(c.stream()), data, data + n, kernels::is_finite_value<T>{});
+  H2EXPR_CUDA_LAUNCHED();
+  return ok;
+}
+
+}  // namespace h2expr::detail

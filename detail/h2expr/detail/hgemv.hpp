@@ -1,0 +1,95 @@
+#pragma once
+// HGEMV: Y = op(A) X for a block of vectors, written once for every space (section 4 of the H2 GPU
+// paper). Each phase is one batched call per level, on layouts that need no per-call marshaling:
+//   gather X into padded tree order -> upsweep (leaves, then transfers level by level) ->
+//   coupling (block-sparse rows per level) -> downsweep -> leaves -> dense leaves -> scatter to Y.
+// op(A) = A^T swaps the bases and reads the blocks by columns, transposed.
+#include <h2expr/detail/batched.hpp>
+#include <h2expr/detail/h2_data.hpp>
+#include <h2expr/view.hpp>
+
+#include <cstdint>
+#include <vector>
+
+namespace h2expr::detail {
+
+template <class T, class Space>
+void hgemv(const h2_data<T, Space>& A, op trans, const_view<T, Space> X, view<T, Space> Y) {
+  auto& ctx = *A.ctx;
+  const int L = A.depth(), m = A.m_max, nv = int(X.cols());
+  const int leaves = 1 << L;
+  const std::int64_t np = std::int64_t(leaves) * m;
+  const basis_tree<T, Space>& in = trans == op::none ? *A.col_basis : *A.row_basis;
+  const basis_tree<T, Space>& out = trans == op::none ? *A.row_basis : *A.col_basis;
+  const auto& arrays = *A.arrays;
+  if (nv == 0) return;
+
+  buffer<T, Space> Xp(A.ctx, std::size_t(np) * nv), Yp(A.ctx, std::size_t(np) * nv);
+  gather_rows(ctx, arrays.padded_to_user.data(), np, X.data(), X.ld(), Xp.data(), np, nv);
+
+  // x_hat[l], y_hat[l]: the rank[l] coefficients of every node of level l, stacked: (nodes * rank) x nv.
+  std::vector<buffer<T, Space>> xh(L + 1), yh(L + 1);
+  for (int l = 0; l <= L; ++l) {
+    const std::size_t size = (std::size_t(1) << l) * A.rank[l] * nv;
+    xh[l] = buffer<T, Space>(A.ctx, size);
+    yh[l] = buffer<T, Space>(A.ctx, size);
+  }
+  auto ld = [&](int l) { return std::int64_t(1 << l) * A.rank[l]; };
+
+  // Upsweep: x_hat = V_leaf^T X at the leaves, then x_hat(parent) = [E_c1; E_c2]^T x_hat(children).
+  if (A.rank[L] > 0)
+    gemm_strided_batched(ctx, op::transpose, op::none, A.rank[L], nv, m, T(1), in.leaves.data(), m,
+                         std::int64_t(m) * A.rank[L], Xp.data(), int(np), m, T(0), xh[L].data(), int(ld(L)),
+                         A.rank[L], leaves);
+  for (int l = L; l >= 1; --l) {
+    const int kc = A.rank[l], kp = A.rank[l - 1], parents = 1 << (l - 1);
+    if (kp == 0) continue;
+    if (kc == 0) {
+      fill(ctx, xh[l - 1].data(), xh[l - 1].size(), T(0));
+      continue;
+    }
+    gemm_strided_batched(ctx, op::transpose, op::none, kp, nv, 2 * kc, T(1), in.transfers[l].data(), 2 * kc,
+                         std::int64_t(2) * kc * kp, xh[l].data(), int(ld(l)), 2 * kc, T(0), xh[l - 1].data(),
+                         int(ld(l - 1)), kp, parents);
+  }
+
+  // Coupling: y_hat(t) = sum_s S_ts x_hat(s) per level (or S_st^T x_hat(s) for A^T).
+  for (int l = 0; l <= L; ++l) {
+    const int k = A.rank[l];
+    if (k == 0) continue;
+    const auto& lv = arrays.coupling[l];
+    if (trans == op::none)
+      bsr_gemm(ctx, op::none, 1 << l, lv.row_ptr.data(), lv.col.data(), static_cast<const int*>(nullptr),
+               A.coupling[l].data(), k, k, std::int64_t(k) * k, xh[l].data(), ld(l), yh[l].data(), ld(l), nv, T(0));
+    else
+      bsr_gemm(ctx, op::transpose, 1 << l, lv.col_ptr.data(), lv.row_of.data(), lv.block_of.data(),
+               A.coupling[l].data(), k, k, std::int64_t(k) * k, xh[l].data(), ld(l), yh[l].data(), ld(l), nv, T(0));
+  }
+
+  // Downsweep: y_hat(children) += [E_c1; E_c2] y_hat(parent).
+  for (int l = 1; l <= L; ++l) {
+    const int kc = A.rank[l], kp = A.rank[l - 1], parents = 1 << (l - 1);
+    if (kc == 0 || kp == 0) continue;
+    gemm_strided_batched(ctx, op::none, op::none, 2 * kc, nv, kp, T(1), out.transfers[l].data(), 2 * kc,
+                         std::int64_t(2) * kc * kp, yh[l - 1].data(), int(ld(l - 1)), kp, T(1), yh[l].data(),
+                         int(ld(l)), 2 * kc, parents);
+  }
+
+  // Leaves: Y = U_leaf y_hat, then the dense leaves add their part.
+  if (A.rank[L] > 0)
+    gemm_strided_batched(ctx, op::none, op::none, m, nv, A.rank[L], T(1), out.leaves.data(), m,
+                         std::int64_t(m) * A.rank[L], yh[L].data(), int(ld(L)), A.rank[L], T(0), Yp.data(), int(np),
+                         m, leaves);
+  const T beta = A.rank[L] > 0 ? T(1) : T(0);
+  const auto& dn = arrays.dense;
+  if (trans == op::none)
+    bsr_gemm(ctx, op::none, leaves, dn.row_ptr.data(), dn.col.data(), static_cast<const int*>(nullptr), A.dense.data(),
+             m, m, std::int64_t(m) * m, Xp.data(), np, Yp.data(), np, nv, beta);
+  else
+    bsr_gemm(ctx, op::transpose, leaves, dn.col_ptr.data(), dn.row_of.data(), dn.block_of.data(), A.dense.data(), m, m,
+             std::int64_t(m) * m, Xp.data(), np, Yp.data(), np, nv, beta);
+
+  scatter_rows(ctx, arrays.padded_to_user.data(), np, Yp.data(), np, Y.data(), Y.ld(), nv);
+}
+
+}  // namespace h2expr::detail

@@ -1,0 +1,53 @@
+#pragma once
+// Block-sparse-row products on the host: the coupling and dense-leaf phases of HGEMV.
+#include <h2expr/detail/blas_types.hpp>
+#include <h2expr/detail/host/context.hpp>
+#include <h2expr/detail/host/eigen_map.hpp>
+
+#include <cstdint>
+
+namespace h2expr::detail {
+
+// For every block row t < rows:
+//   Y(t mb : t mb + mb, :) = beta Y(...) + sum_{e in [ptr[t], ptr[t+1])} op(B_b) X(idx[e] nb : idx[e] nb + nb, :)
+// with b = blk ? blk[e] : e and B_b at blocks + b * block_stride: mb x nb (ld mb) for op::none, or
+// nb x mb (ld nb) used transposed for op::transpose. X and Y hold nv columns.
+template <class T>
+void bsr_gemm(context<host>&, op block_op, int rows, const int* ptr, const int* idx, const int* blk, const T* blocks,
+              int mb, int nb, std::int64_t block_stride, const T* X, std::int64_t ldx, T* Y, std::int64_t ldy, int nv,
+              T beta) {
+  if (mb == 0 || nv == 0) return;
+#pragma omp parallel for schedule(dynamic, 4)
+  for (int t = 0; t < rows; ++t) {
+    auto y = map_block(Y + std::int64_t(t) * mb, std::int64_t(mb), std::int64_t(nv), ldy);
+    if (beta == T(0)) y.setZero();
+    else if (beta != T(1)) y *= beta;
+    for (int e = ptr[t]; e < ptr[t + 1]; ++e) {
+      const T* b = blocks + std::int64_t(blk ? blk[e] : e) * block_stride;
+      auto x = map_block(X + std::int64_t(idx[e]) * nb, std::int64_t(nb), std::int64_t(nv), ldx);
+      if (block_op == op::none) y.noalias() += map_block(b, mb, nb, mb) * x;
+      else y.noalias() += map_block(b, nb, mb, nb).transpose() * x;
+    }
+  }
+}
+
+// Xp(r, :) = X(src[r], :), or 0 where src[r] < 0 (padding): user order into padded tree order.
+template <class T>
+void gather_rows(context<host>&, const int* src, std::int64_t rows, const T* X, std::int64_t ldx, T* Xp,
+                 std::int64_t ldp, int nv) {
+#pragma omp parallel for schedule(static)
+  for (int v = 0; v < nv; ++v)
+    for (std::int64_t r = 0; r < rows; ++r) Xp[r + v * ldp] = src[r] >= 0 ? X[src[r] + v * ldx] : T(0);
+}
+
+// Y(dst[r], :) = Yp(r, :) where dst[r] >= 0: padded tree order back to user order.
+template <class T>
+void scatter_rows(context<host>&, const int* dst, std::int64_t rows, const T* Yp, std::int64_t ldp, T* Y,
+                  std::int64_t ldy, int nv) {
+#pragma omp parallel for schedule(static)
+  for (int v = 0; v < nv; ++v)
+    for (std::int64_t r = 0; r < rows; ++r)
+      if (dst[r] >= 0) Y[dst[r] + v * ldy] = Yp[r + v * ldp];
+}
+
+}  // namespace h2expr::detail

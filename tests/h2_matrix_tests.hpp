@@ -1,0 +1,172 @@
+#pragma once
+// H2 matrices from kernels and HGEMV against dense Eigen products, for every (scalar, space).
+#include <h2expr/h2_matrix.hpp>
+
+#include <vector>
+
+#include "support.hpp"
+
+namespace h2expr::test {
+
+// A non-symmetric kernel, as a plain host lambda (on the CUDA space: evaluated on the host).
+inline auto skewed_kernel() {
+  return [](const auto& x, const auto& y) {
+    using T = std::decay_t<decltype(x[0])>;
+    return std::exp(-detail::distance(x, y) / T(0.3)) * (T(1.5) + std::tanh(T(2) * (x[0] - y[0])));
+  };
+}
+
+template <class T, int D, class Kernel>
+dense<double> dense_kernel(const point_cloud<T, D>& pts, const Kernel& k) {
+  const int n = int(pts.size());
+  dense<double> M(n, n);
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < n; ++i) M(i, j) = double(k(pts[i], pts[j]));
+  return M;
+}
+
+template <class C>
+class h2_matrix_test : public ::testing::Test {
+ protected:
+  using T = typename C::scalar;
+  using Space = typename C::space;
+  void SetUp() override {
+    H2EXPR_SKIP_IF_UNAVAILABLE(Space);
+    ctx_ = default_context<Space>();
+  }
+  context_ptr<Space> ctx_;
+
+  // ||A X - M X|| / ||M X|| and the same for A^T, for one build.
+  template <int D, class Kernel>
+  std::pair<double, double> errors(const point_cloud<T, D>& pts, const Kernel& k, const build_options& bo, int nv,
+                                   const dense<double>& M) {
+    auto A = h2_matrix<T, Space>::from_kernel(pts, k, bo, ctx_);
+    EXPECT_EQ(A.rows(), index(pts.size()));
+    auto X = matrix<T, Space>::random(A.cols(), nv, test_seed() + nv, ctx_);
+    const dense<double> x = to_dense(X).template cast<double>();
+    matrix<T, Space> Y = A * X;
+    matrix<T, Space> Z = transpose(A) * X;
+    return {relative_error(to_dense(Y), M * x), relative_error(to_dense(Z), M.transpose() * x)};
+  }
+
+  // Errors fall as the Chebyshev order grows: the last is far below the first, and below final_tol
+  // (in float: below max(final_tol, 1e-4)).
+  template <int D, class Kernel>
+  void check_convergence(const point_cloud<T, D>& pts, const Kernel& k, std::vector<int> orders, int leaf, int nv,
+                         double final_tol) {
+    const dense<double> M = dense_kernel(pts, k);
+    std::vector<double> err, err_t;
+    for (int p : orders) {
+      auto [e, et] = errors(pts, k, {.leaf_size = leaf, .eta = 0.9, .cheb_points = p}, nv, M);
+      err.push_back(e), err_t.push_back(et);
+    }
+    const double floor = std::is_same_v<T, float> ? 1e-5 : 1e-12;
+    for (std::size_t i = 0; i < err.size(); ++i)
+      ::testing::Test::RecordProperty("error_p" + std::to_string(orders[i]), std::to_string(err[i]));
+    EXPECT_LT(err.back(), std::max(err.front() * 0.05, 20 * floor)) << "no convergence with cheb_points";
+    EXPECT_LT(err_t.back(), std::max(err_t.front() * 0.05, 20 * floor)) << "transposed: no convergence";
+    for (std::size_t i = 1; i < err.size(); ++i)
+      EXPECT_LT(err[i], err[i - 1] * 1.5 + floor) << "error grew from p=" << orders[i - 1] << " to p=" << orders[i];
+    const double tol_final = std::is_same_v<T, float> ? std::max(final_tol, 1e-4) : final_tol;
+    EXPECT_LT(err.back(), tol_final);
+    EXPECT_LT(err_t.back(), tol_final);
+  }
+};
+TYPED_TEST_SUITE_P(h2_matrix_test);
+
+TYPED_TEST_P(h2_matrix_test, converges_in_1d_2d_3d_uniform) {
+  using T = typename TypeParam::scalar;
+  this->check_convergence(point_cloud<T, 1>::grid({900}, T(0.3), test_seed()), kernels::exponential{0.2},
+                          {2, 4, 8, 12}, 32, 3, 1e-8);
+  this->check_convergence(point_cloud<T, 2>::grid({36, 34}, T(0.2), test_seed()), kernels::gaussian{0.3},
+                          {2, 4, 6, 8}, 48, 16, 1e-5);
+  this->check_convergence(point_cloud<T, 3>::grid({11, 11, 11}, T(0.2), test_seed()), kernels::exponential{0.2},
+                          {2, 3, 4, 5}, 64, 1, 1e-2);
+}
+
+TYPED_TEST_P(h2_matrix_test, converges_on_clustered_points_and_nonsymmetric_kernels) {
+  using T = typename TypeParam::scalar;
+  this->check_convergence(point_cloud<T, 2>::clustered(1200, test_seed()), kernels::matern{0.2}, {2, 4, 6, 8}, 32, 64, 1e-3);
+  this->check_convergence(point_cloud<T, 2>::grid({30, 30}, T(0.5), test_seed()), skewed_kernel(), {2, 4, 6, 8}, 32, 5, 1e-3);
+  this->check_convergence(point_cloud<T, 3>::clustered(1000, test_seed()), kernels::inverse_distance{0.05},
+                          {2, 3, 4, 5}, 64, 2, 1e-2);
+}
+
+TYPED_TEST_P(h2_matrix_test, tiny_and_degenerate_point_sets) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  const double exact = std::is_same_v<T, float> ? 1e-5 : 1e-13;
+  // Fewer points than a leaf: one dense block, exact.
+  auto tiny = point_cloud<T, 2>::grid({5, 4}, T(0.1), test_seed());
+  auto [e1, e1t] = this->errors(tiny, kernels::exponential{0.1}, {.leaf_size = 64}, 3, dense_kernel(tiny, kernels::exponential{0.1}));
+  EXPECT_LT(e1, exact);
+  EXPECT_LT(e1t, exact);
+  // One point.
+  auto one = point_cloud<T, 3>(std::vector<std::array<T, 3>>{{T(0.1), T(0.2), T(0.3)}});
+  auto A1 = h2_matrix<T, Space>::from_kernel(one, kernels::gaussian{0.1}, {}, this->ctx_);
+  EXPECT_NEAR(double(to_dense(A1)(0, 0)), 1.0, exact);
+  // Duplicates: 300 copies of one point among 500 others, and all points on a line in 2D.
+  std::vector<std::array<T, 2>> dup(300, {T(0.25), T(0.75)});
+  rng r(30);
+  for (int i = 0; i < 500; ++i) dup.push_back({T(r.uniform_int(0, 1000) / 1000.0), T(r.uniform_int(0, 1000) / 1000.0)});
+  point_cloud<T, 2> dups(dup);
+  auto [e2, e2t] = this->errors(dups, kernels::exponential{0.3}, {.leaf_size = 32, .cheb_points = 8}, 4,
+                                dense_kernel(dups, kernels::exponential{0.3}));
+  // exp(-r/l) interpolated with 8 points per dimension: about 1e-5 (the reference problem's accuracy).
+  EXPECT_LT(e2, 1e-4);
+  EXPECT_LT(e2t, 1e-4);
+  std::vector<std::array<T, 2>> line;
+  for (int i = 0; i < 700; ++i) line.push_back({T(i / 699.0), T(0.5)});
+  point_cloud<T, 2> lpts(line);
+  auto [e3, e3t] = this->errors(lpts, kernels::exponential{0.3}, {.leaf_size = 32, .cheb_points = 8}, 2,
+                                dense_kernel(lpts, kernels::exponential{0.3}));
+  EXPECT_LT(e3, 1e-4);
+  EXPECT_LT(e3t, 1e-4);
+  // Weak admissibility works as well (off-diagonal blocks of a 1D problem are smooth).
+  auto pts = point_cloud<T, 1>::grid({600}, T(0), 0);
+  auto [e4, e4t] = this->errors(pts, kernels::exponential{0.5}, {.leaf_size = 32, .cheb_points = 10, .weak_admissibility = true}, 3,
+                                dense_kernel(pts, kernels::exponential{0.5}));
+  EXPECT_LT(e4, (std::is_same_v<T, float> ? 1e-4 : 1e-6));
+}
+
+TYPED_TEST_P(h2_matrix_test, copies_sizes_and_memory) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  auto pts = point_cloud<T, 2>::grid({40, 40}, T(0.1), 3);
+  auto A = h2_matrix<T, Space>::from_kernel(pts, kernels::exponential{0.1}, {.leaf_size = 32, .cheb_points = 4}, this->ctx_);
+  EXPECT_EQ(A.rows(), 1600);
+  EXPECT_EQ(A.cols(), 1600);
+  EXPECT_EQ(A.structure().rows(), 1600);
+  EXPECT_EQ(A.ranks().size(), std::size_t(A.structure().depth() + 1));
+  EXPECT_GT(A.memory_bytes(), 0u);
+  EXPECT_LT(A.memory_bytes(), std::size_t(1600) * 1600 * sizeof(T));  // compressed below dense
+  auto X = matrix<T, Space>::random(1600, 3, 5, this->ctx_);
+  const dense<T> y = to_dense(A * X);
+  h2_matrix<T, Space> B = A;  // deep copy: survives the original's destruction
+  A = h2_matrix<T, Space>();
+  EXPECT_EQ(to_dense(B * X), y);
+  h2_matrix<T, Space> C = std::move(B);
+  EXPECT_EQ(to_dense(C * X), y);
+}
+
+TYPED_TEST_P(h2_matrix_test, bad_input_is_a_clear_error) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  auto pts = point_cloud<T, 2>::grid({10, 10});
+  auto A = h2_matrix<T, Space>::from_kernel(pts, kernels::exponential{0.1}, {.leaf_size = 16}, this->ctx_);
+  EXPECT_THROW((A * matrix<T, Space>(99, 2, this->ctx_)), dimension_mismatch);
+  EXPECT_THROW((transpose(A) * matrix<T, Space>(101, 1, this->ctx_)), dimension_mismatch);
+  EXPECT_THROW((h2_matrix<T, Space>::from_kernel(pts, kernels::exponential{0.1}, {.eta = 0}, this->ctx_)), invalid_argument);
+  EXPECT_THROW((h2_matrix<T, Space>::from_kernel(pts, kernels::exponential{0.1}, {.leaf_size = 0}, this->ctx_)), invalid_argument);
+  EXPECT_THROW((h2_matrix<T, Space>::from_kernel(pts, kernels::exponential{0.1}, {.cheb_points = 0}, this->ctx_)), invalid_argument);
+  auto nan_kernel = [](const std::array<T, 2>& x, const std::array<T, 2>&) { return x[0] > T(0.5) ? T(NAN) : T(1); };
+  EXPECT_THROW((h2_matrix<T, Space>::from_kernel(pts, nan_kernel, {.leaf_size = 16}, this->ctx_)), non_finite_value);
+  EXPECT_THROW((point_cloud<T, 2>(std::vector<std::array<T, 2>>{{T(0), T(INFINITY)}})), non_finite_value);
+  EXPECT_THROW((point_cloud<T, 2>(std::vector<std::array<T, 2>>{})), invalid_argument);
+}
+
+REGISTER_TYPED_TEST_SUITE_P(h2_matrix_test, converges_in_1d_2d_3d_uniform,
+                            converges_on_clustered_points_and_nonsymmetric_kernels, tiny_and_degenerate_point_sets,
+                            copies_sizes_and_memory, bad_input_is_a_clear_error);
+
+}  // namespace h2expr::test
