@@ -65,10 +65,10 @@ void evaluate_blocks(context<cuda>& c, const Kernel& kernel, const block_points<
     }
     c.synchronize();  // the index and point buffers go out of scope here
   } else {
-    std::vector<T> host(size * p.blocks());
-    context<host> h;
-    evaluate_blocks<T, D>(h, kernel, p, host.data());
-    upload_2d(c, host.size(), 1, host.data(), host.size(), out, host.size());
+    std::vector<T> values(size * p.blocks());
+    context<::h2expr::host> h;
+    evaluate_blocks<T, D>(h, kernel, p, values.data());
+    upload_2d(c, values.size(), 1, values.data(), values.size(), out, values.size());
   }
 }
 

@@ -1,0 +1,83 @@
+#pragma once
+// HGEMV benchmark, written once for every space: the reference problems of TARGETS.md (beside the
+// peer's figures) and a sweep over n, dimensions, kernels and numbers of vectors.
+#include <h2expr/h2expr.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "timing.hpp"
+
+namespace h2expr::bench {
+
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// ||(A x - M x)_S|| / ||(M x)_S|| over sampled rows S, first vector only; M's rows summed exactly.
+template <class T, int D, class Kernel>
+double sampled_error(const point_cloud<T, D>& pts, const Kernel& k, const Eigen::Matrix<T, -1, -1>& x,
+                     const Eigen::Matrix<T, -1, -1>& y, int samples) {
+  const int n = int(pts.size());
+  double num = 0, den = 0;
+  for (int s = 0; s < samples; ++s) {
+    const int i = int((std::int64_t(s) * 7919 * 104729) % n);
+    for (int v = 0; v < 1; ++v) {
+      double exact = 0;
+      for (int j = 0; j < n; ++j) exact += double(k(pts[i], pts[j])) * double(x(j, v));
+      num += (double(y(i, v)) - exact) * (double(y(i, v)) - exact);
+      den += exact * exact;
+    }
+  }
+  return std::sqrt(num / den);
+}
+
+struct hgemv_row {
+  std::string problem;
+  int n, nv;
+  double build_s, time_s, error, bytes, peer_s;
+};
+
+inline void print_hgemv_header(double bandwidth_gbs, const char* what) {
+  std::printf("\nBandwidth ceiling: %.0f GB/s (%s)\n\n", bandwidth_gbs, what);
+  std::printf("| %-34s | %8s | %3s | %9s | %10s | %8s | %8s | %7s | %7s | %9s | %8s | %8s |\n", "problem", "n", "nv",
+              "build (s)", "HGEMV (ms)", "ns/point", "GB/s", "of bw", "GFLOP/s", "H2 MB", "dense/H2", "error");
+  std::printf("|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n", std::string(36, '-').c_str(), std::string(10, '-').c_str(),
+              std::string(5, '-').c_str(), std::string(11, '-').c_str(), std::string(12, '-').c_str(),
+              std::string(10, '-').c_str(), std::string(10, '-').c_str(), std::string(9, '-').c_str(),
+              std::string(9, '-').c_str(), std::string(11, '-').c_str(), std::string(10, '-').c_str(),
+              std::string(10, '-').c_str());
+}
+
+// Bytes read per product: the H2 data once per pass. Flops: 2 per stored entry per vector.
+inline void print_hgemv_row(const std::string& problem, double n, int nv, double build_s, double t, double bytes,
+                            double elem_size, double error, double bandwidth_gbs) {
+  const double gbs = bytes / t * 1e-9, gflops = 2.0 * nv * (bytes / elem_size) / t * 1e-9;
+  const double dense_ratio = n * n * elem_size / bytes;
+  std::printf("| %-34s | %8.0f | %3d | %9.2f | %10.3f | %8.2f | %8.1f | %6.1f%% | %7.1f | %9.1f | %8.1f | %8.1e |\n",
+              problem.c_str(), n, nv, build_s, t * 1e3, t / n * 1e9, gbs, 100 * gbs / bandwidth_gbs, gflops,
+              bytes * 1e-6, dense_ratio, error);
+  std::fflush(stdout);
+}
+
+template <class T, class Space, int D, class Kernel>
+void hgemv_problem(const std::string& name, const point_cloud<T, D>& pts, const Kernel& k, build_options bo,
+                   std::vector<int> nvs, double bandwidth_gbs, int error_samples) {
+  auto ctx = default_context<Space>();
+  auto t0 = std::chrono::steady_clock::now();
+  auto A = h2_matrix<T, Space>::from_kernel(pts, k, bo, ctx);
+  ctx->synchronize();
+  const double build_s = seconds_since(t0);
+  for (int nv : nvs) {
+    auto X = matrix<T, Space>::uniform(A.cols(), nv, 11, ctx);
+    matrix<T, Space> Y;
+    const double t = best_seconds(*ctx, [&] { Y = A * X; }, 5);
+    double err = -1;
+    if (error_samples > 0) err = sampled_error(pts, k, to_dense(X), to_dense(Y), error_samples);
+    print_hgemv_row(name, double(A.rows()), nv, build_s, t, double(A.memory_bytes()), sizeof(T), err, bandwidth_gbs);
+  }
+}
+
+}  // namespace h2expr::bench
