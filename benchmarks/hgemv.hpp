@@ -62,9 +62,22 @@ inline void print_hgemv_row(const std::string& problem, double n, int nv, double
   std::fflush(stdout);
 }
 
+// Where the time goes, per phase (synchronized between phases, so the sum exceeds the plain time).
+template <class T, class Space>
+void print_phases(const h2_matrix<T, Space>& A, const matrix<T, Space>& X) {
+  auto Y = matrix<T, Space>::uninitialized(A.rows(), X.cols(), A.data().ctx);
+  detail::hgemv_phases p, warm;
+  detail::hgemv(A.data(), detail::op::none, X.view(), Y.view(), &warm);
+  for (int r = 0; r < 3; ++r) detail::hgemv(A.data(), detail::op::none, X.view(), Y.view(), &p);
+  const double s = 1e3 / 3;
+  std::printf("|   phases (ms), nv = %-3d: gather %.3f, upsweep %.3f, coupling %.3f, downsweep %.3f, leaves %.3f, "
+              "dense %.3f, scatter %.3f\n", int(X.cols()), p.gather * s, p.upsweep * s, p.coupling * s, p.downsweep * s,
+              p.leaves * s, p.dense * s, p.scatter * s);
+}
+
 template <class T, class Space, int D, class Kernel>
 void hgemv_problem(const std::string& name, const point_cloud<T, D>& pts, const Kernel& k, build_options bo,
-                   std::vector<int> nvs, double bandwidth_gbs, int error_samples) {
+                   std::vector<int> nvs, double bandwidth_gbs, int error_samples, bool phases = false) {
   auto ctx = default_context<Space>();
   auto t0 = std::chrono::steady_clock::now();
   auto A = h2_matrix<T, Space>::from_kernel(pts, k, bo, ctx);
@@ -77,6 +90,7 @@ void hgemv_problem(const std::string& name, const point_cloud<T, D>& pts, const 
     double err = -1;
     if (error_samples > 0) err = sampled_error(pts, k, to_dense(X), to_dense(Y), error_samples);
     print_hgemv_row(name, double(A.rows()), nv, build_s, t, double(A.memory_bytes()), sizeof(T), err, bandwidth_gbs);
+    if (phases) print_phases(A, X);
   }
 }
 

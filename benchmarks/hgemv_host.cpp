@@ -28,12 +28,12 @@ int main(int argc, char** argv) {
   {
     auto pts = hx::point_cloud<double, 2>::grid({256, 256});
     hx::bench::hgemv_problem<double, hx::host>("TARGETS 2D exp l=0.1 p=8", pts, hx::kernels::exponential{0.1},
-                                               {.leaf_size = 64, .eta = 1.0, .cheb_points = 8}, {1, 16}, bw, 655);
+                                               {.leaf_size = 64, .eta = 1.0, .cheb_points = 8}, {1, 16}, bw, 655, true);
   }
   {
     auto pts = hx::point_cloud<double, 3>::grid({40, 40, 40});
     hx::bench::hgemv_problem<double, hx::host>("TARGETS 3D exp l=0.2 p=4", pts, hx::kernels::exponential{0.2},
-                                               {.leaf_size = 64, .eta = 1.0, .cheb_points = 4}, {1, 16}, bw, 640);
+                                               {.leaf_size = 64, .eta = 1.0, .cheb_points = 4}, {1, 16}, bw, 640, true);
   }
   std::printf("\n## Sweep: leaf 64, eta 0.9; error on 64 sampled rows\n");
   hx::bench::print_hgemv_header(bw, "STREAM-like triad, measured");

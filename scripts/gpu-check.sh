@@ -46,7 +46,8 @@ build-gpu/examples/demo_cuda 2>&1 | tee "$out/demo_cuda.txt" || status=1
 
 echo "=== benchmarks"
 for b in build-gpu/benchmarks/bench_*_cuda; do
-  "$b" "$scale" > "$out/$(basename "$b").txt" 2>&1 || status=1
+  args=(); [ "$(basename "$b")" = bench_batched_cuda ] && args=("$scale")  # the others take their own sizes
+  "$b" "${args[@]}" > "$out/$(basename "$b").txt" 2>&1 || status=1
   cat "$out/$(basename "$b").txt"
 done
 exit $status

@@ -8,14 +8,30 @@
 #include <h2expr/detail/h2_data.hpp>
 #include <h2expr/view.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
 namespace h2expr::detail {
 
+// Seconds per phase, for benchmarks (the paper's Figure 7). Timing synchronizes between phases.
+struct hgemv_phases {
+  double gather = 0, upsweep = 0, coupling = 0, downsweep = 0, leaves = 0, dense = 0, scatter = 0;
+  double total() const { return gather + upsweep + coupling + downsweep + leaves + dense + scatter; }
+};
+
 template <class T, class Space>
-void hgemv(const h2_data<T, Space>& A, op trans, const_view<T, Space> X, view<T, Space> Y) {
+void hgemv(const h2_data<T, Space>& A, op trans, const_view<T, Space> X, view<T, Space> Y,
+           hgemv_phases* phases = nullptr) {
   auto& ctx = *A.ctx;
+  auto last = std::chrono::steady_clock::now();
+  auto mark = [&](double hgemv_phases::*slot) {
+    if (!phases) return;
+    ctx.synchronize();
+    const auto now = std::chrono::steady_clock::now();
+    phases->*slot += std::chrono::duration<double>(now - last).count();
+    last = now;
+  };
   const int L = A.depth(), m = A.m_max, nv = int(X.cols());
   const int leaves = 1 << L;
   const std::int64_t np = std::int64_t(leaves) * m;
@@ -26,6 +42,7 @@ void hgemv(const h2_data<T, Space>& A, op trans, const_view<T, Space> X, view<T,
 
   buffer<T, Space> Xp(A.ctx, std::size_t(np) * nv), Yp(A.ctx, std::size_t(np) * nv);
   gather_rows(ctx, arrays.padded_to_user.data(), np, X.data(), X.ld(), Xp.data(), np, nv);
+  mark(&hgemv_phases::gather);
 
   // x_hat[l], y_hat[l]: the rank[l] coefficients of every node of level l, stacked: (nodes * rank) x nv.
   std::vector<buffer<T, Space>> xh(L + 1), yh(L + 1);
@@ -52,6 +69,7 @@ void hgemv(const h2_data<T, Space>& A, op trans, const_view<T, Space> X, view<T,
                          std::int64_t(2) * kc * kp, xh[l].data(), int(ld(l)), 2 * kc, T(0), xh[l - 1].data(),
                          int(ld(l - 1)), kp, parents);
   }
+  mark(&hgemv_phases::upsweep);
 
   // Coupling: y_hat(t) = sum_s S_ts x_hat(s) per level (or S_st^T x_hat(s) for A^T).
   for (int l = 0; l <= L; ++l) {
@@ -66,6 +84,8 @@ void hgemv(const h2_data<T, Space>& A, op trans, const_view<T, Space> X, view<T,
                A.coupling[l].data(), k, k, std::int64_t(k) * k, xh[l].data(), ld(l), yh[l].data(), ld(l), nv, T(0));
   }
 
+  mark(&hgemv_phases::coupling);
+
   // Downsweep: y_hat(children) += [E_c1; E_c2] y_hat(parent).
   for (int l = 1; l <= L; ++l) {
     const int kc = A.rank[l], kp = A.rank[l - 1], parents = 1 << (l - 1);
@@ -75,11 +95,14 @@ void hgemv(const h2_data<T, Space>& A, op trans, const_view<T, Space> X, view<T,
                          int(ld(l)), 2 * kc, parents);
   }
 
+  mark(&hgemv_phases::downsweep);
+
   // Leaves: Y = U_leaf y_hat, then the dense leaves add their part.
   if (A.rank[L] > 0)
     gemm_strided_batched(ctx, op::none, op::none, m, nv, A.rank[L], T(1), out.leaves.data(), m,
                          std::int64_t(m) * A.rank[L], yh[L].data(), int(ld(L)), A.rank[L], T(0), Yp.data(), int(np),
                          m, leaves);
+  mark(&hgemv_phases::leaves);
   const T beta = A.rank[L] > 0 ? T(1) : T(0);
   const auto& dn = arrays.dense;
   if (trans == op::none)
@@ -89,7 +112,10 @@ void hgemv(const h2_data<T, Space>& A, op trans, const_view<T, Space> X, view<T,
     bsr_gemm(ctx, op::transpose, leaves, dn.col_ptr.data(), dn.row_of.data(), dn.block_of.data(), A.dense.data(), m, m,
              std::int64_t(m) * m, Xp.data(), np, Yp.data(), np, nv, beta);
 
+  mark(&hgemv_phases::dense);
+
   scatter_rows(ctx, arrays.padded_to_user.data(), np, Yp.data(), np, Y.data(), Y.ld(), nv);
+  mark(&hgemv_phases::scatter);
 }
 
 }  // namespace h2expr::detail

@@ -37,13 +37,28 @@ __global__ void __launch_bounds__(256) bsr_gemm(op block_op, const int* ptr, con
       T acc[NV];
 #pragma unroll
       for (int v = 0; v < NV; ++v) acc[v] = T(0);
-      if (r < mb)
-        for (int c = 0; c < nb; ++c) {
+      if (r < mb) {
+        // Eight independent loads in flight per lane before their products: the phase is bandwidth
+        // bound, and one dependent load at a time leaves most of it unused.
+        constexpr int U = 8;
+        int c = 0;
+        for (; c + U <= nb; c += U) {
+          T b[U];
+#pragma unroll
+          for (int u = 0; u < U; ++u) b[u] = B[r + std::int64_t(c + u) * mb];
+#pragma unroll
+          for (int u = 0; u < U; ++u)
+#pragma unroll
+            for (int v = 0; v < NV; ++v)
+              if (v < nvc) acc[v] += b[u] * x[c + u + v * ldx];
+        }
+        for (; c < nb; ++c) {
           const T b = B[r + std::int64_t(c) * mb];
 #pragma unroll
           for (int v = 0; v < NV; ++v)
             if (v < nvc) acc[v] += b * x[c + v * ldx];
         }
+      }
       if (r < mb)
 #pragma unroll
         for (int v = 0; v < NV; ++v)

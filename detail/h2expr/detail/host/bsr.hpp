@@ -17,16 +17,35 @@ void bsr_gemm(context<host>&, op block_op, int rows, const int* ptr, const int* 
               int mb, int nb, std::int64_t block_stride, const T* X, std::int64_t ldx, T* Y, std::int64_t ldy, int nv,
               T beta) {
   if (mb == 0 || nv == 0) return;
-#pragma omp parallel for schedule(dynamic, 4)
-  for (int t = 0; t < rows; ++t) {
-    auto y = map_block(Y + std::int64_t(t) * mb, std::int64_t(mb), std::int64_t(nv), ldy);
-    if (beta == T(0)) y.setZero();
-    else if (beta != T(1)) y *= beta;
-    for (int e = ptr[t]; e < ptr[t + 1]; ++e) {
-      const T* b = blocks + std::int64_t(blk ? blk[e] : e) * block_stride;
-      auto x = map_block(X + std::int64_t(idx[e]) * nb, std::int64_t(nb), std::int64_t(nv), ldx);
-      if (block_op == op::none) y.noalias() += map_block(b, mb, nb, mb) * x;
-      else y.noalias() += map_block(b, nb, mb, nb).transpose() * x;
+  // Blocks stored consecutively in row order (blk == null, block_stride == mb nb) form one wide
+  // mb x (entries nb) matrix per row: gathering the x blocks makes the row one gemm, which Eigen runs
+  // far better than many small products.
+  const bool row_contiguous = block_op == op::none && blk == nullptr && block_stride == std::int64_t(mb) * nb;
+#pragma omp parallel
+  {
+    dense<T> gathered;
+#pragma omp for schedule(dynamic, 4)
+    for (int t = 0; t < rows; ++t) {
+      auto y = map_block(Y + std::int64_t(t) * mb, std::int64_t(mb), std::int64_t(nv), ldy);
+      if (beta == T(0)) y.setZero();
+      else if (beta != T(1)) y *= beta;
+      const int entries = ptr[t + 1] - ptr[t];
+      if (entries == 0) continue;
+      if (row_contiguous) {
+        gathered.resize(std::int64_t(entries) * nb, nv);
+        for (int e = 0; e < entries; ++e)
+          gathered.middleRows(std::int64_t(e) * nb, nb) =
+              map_block(X + std::int64_t(idx[ptr[t] + e]) * nb, std::int64_t(nb), std::int64_t(nv), ldx);
+        y.noalias() += map_block(blocks + std::int64_t(ptr[t]) * block_stride, std::int64_t(mb),
+                                 std::int64_t(entries) * nb, std::int64_t(mb)) * gathered;
+        continue;
+      }
+      for (int e = ptr[t]; e < ptr[t + 1]; ++e) {
+        const T* b = blocks + std::int64_t(blk ? blk[e] : e) * block_stride;
+        auto x = map_block(X + std::int64_t(idx[e]) * nb, std::int64_t(nb), std::int64_t(nv), ldx);
+        if (block_op == op::none) y.noalias() += map_block(b, mb, nb, mb) * x;
+        else y.noalias() += map_block(b, nb, mb, nb).transpose() * x;
+      }
     }
   }
 }
