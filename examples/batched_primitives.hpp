@@ -1,5 +1,5 @@
 #pragma once
-// The demo, written once for any space: dense blocks of vectors, and the batched primitives that
+// Written once for any space: dense blocks of vectors, and the batched primitives that
 // every H2 algorithm of h2expr is built from, checked against Eigen on the host.
 #include <h2expr/detail/block_batch.hpp>
 #include <h2expr/h2expr.hpp>
@@ -14,7 +14,7 @@ int run_demo(const char* space_name) {
   namespace hx = h2expr;
   namespace hd = h2expr::detail;
   using clock = std::chrono::steady_clock;
-  std::printf("h2expr demo on the %s space\n", space_name);
+  std::printf("h2expr batched primitives on the %s space\n", space_name);
 
   // A block of 16 random vectors, and back to Eigen.
   auto X = hx::matrix<double, Space>::random(1000, 16, /*seed=*/1);
