@@ -53,10 +53,11 @@ struct level_arrays {
 template <class Space>
 struct space_structure {
   std::vector<level_arrays<Space>> coupling;
+  std::vector<int> coupling_blocks;  // per level, on the host: which levels the sweeps must reach
   level_arrays<Space> dense;
   buffer<int, Space> padded_to_user;  // padded tree position (leaf * m_max + i) -> user index, or -1
   space_structure(const context_ptr<Space>& ctx, const cluster_tree& tree, const matrix_tree& blocks, int m_max) {
-    for (const auto& l : blocks.coupling) coupling.emplace_back(ctx, l);
+    for (const auto& l : blocks.coupling) coupling.emplace_back(ctx, l), coupling_blocks.push_back(l.blocks());
     dense = level_arrays<Space>(ctx, blocks.dense);
     const int first = cluster_tree::level_begin(tree.depth), leaves = cluster_tree::level_size(tree.depth);
     std::vector<int> map(std::size_t(leaves) * m_max, -1);

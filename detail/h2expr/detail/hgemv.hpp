@@ -45,53 +45,63 @@ void hgemv(const h2_data<T, Space>& A, op trans, const_view<T, Space> X, view<T,
   mark(&hgemv_phases::gather);
 
   // x_hat[l], y_hat[l]: the rank[l] coefficients of every node of level l, stacked: (nodes * rank) x nv.
-  std::vector<buffer<T, Space>> xh(L + 1), yh(L + 1);
+  // One allocation for all of them: a product is a few dozen launches, and allocations would add as many.
+  std::vector<std::size_t> offset(L + 2, 0);
+  for (int l = 0; l <= L; ++l) offset[l + 1] = offset[l] + (std::size_t(1) << l) * A.rank[l] * nv;
+  buffer<T, Space> coefficients(A.ctx, 2 * offset[L + 1]);
+  std::vector<T*> xh(L + 1), yh(L + 1);
   for (int l = 0; l <= L; ++l) {
-    const std::size_t size = (std::size_t(1) << l) * A.rank[l] * nv;
-    xh[l] = buffer<T, Space>(A.ctx, size);
-    yh[l] = buffer<T, Space>(A.ctx, size);
+    xh[l] = coefficients.data() + offset[l];
+    yh[l] = coefficients.data() + offset[L + 1] + offset[l];
   }
   auto ld = [&](int l) { return std::int64_t(1 << l) * A.rank[l]; };
+  // Levels above the coarsest one with coupling blocks carry nothing: the sweeps stop there.
+  int top = L;
+  for (int l = 0; l <= L; ++l)
+    if (arrays.coupling_blocks[l] > 0) {
+      top = l;
+      break;
+    }
 
   // Upsweep: x_hat = V_leaf^T X at the leaves, then x_hat(parent) = [E_c1; E_c2]^T x_hat(children).
   if (A.rank[L] > 0)
     gemm_strided_batched(ctx, op::transpose, op::none, A.rank[L], nv, m, T(1), in.leaves.data(), m,
-                         std::int64_t(m) * A.rank[L], Xp.data(), int(np), m, T(0), xh[L].data(), int(ld(L)),
+                         std::int64_t(m) * A.rank[L], Xp.data(), int(np), m, T(0), xh[L], int(ld(L)),
                          A.rank[L], leaves);
-  for (int l = L; l >= 1; --l) {
+  for (int l = L; l > top; --l) {
     const int kc = A.rank[l], kp = A.rank[l - 1], parents = 1 << (l - 1);
     if (kp == 0) continue;
     if (kc == 0) {
-      fill(ctx, xh[l - 1].data(), xh[l - 1].size(), T(0));
+      fill(ctx, xh[l - 1], offset[l] - offset[l - 1], T(0));
       continue;
     }
     gemm_strided_batched(ctx, op::transpose, op::none, kp, nv, 2 * kc, T(1), in.transfers[l].data(), 2 * kc,
-                         std::int64_t(2) * kc * kp, xh[l].data(), int(ld(l)), 2 * kc, T(0), xh[l - 1].data(),
+                         std::int64_t(2) * kc * kp, xh[l], int(ld(l)), 2 * kc, T(0), xh[l - 1],
                          int(ld(l - 1)), kp, parents);
   }
   mark(&hgemv_phases::upsweep);
 
   // Coupling: y_hat(t) = sum_s S_ts x_hat(s) per level (or S_st^T x_hat(s) for A^T).
-  for (int l = 0; l <= L; ++l) {
+  for (int l = top; l <= L; ++l) {
     const int k = A.rank[l];
     if (k == 0) continue;
     const auto& lv = arrays.coupling[l];
     if (trans == op::none)
       bsr_gemm(ctx, op::none, 1 << l, lv.row_ptr.data(), lv.col.data(), static_cast<const int*>(nullptr),
-               A.coupling[l].data(), k, k, std::int64_t(k) * k, xh[l].data(), ld(l), yh[l].data(), ld(l), nv, T(0));
+               A.coupling[l].data(), k, k, std::int64_t(k) * k, xh[l], ld(l), yh[l], ld(l), nv, T(0));
     else
       bsr_gemm(ctx, op::transpose, 1 << l, lv.col_ptr.data(), lv.row_of.data(), lv.block_of.data(),
-               A.coupling[l].data(), k, k, std::int64_t(k) * k, xh[l].data(), ld(l), yh[l].data(), ld(l), nv, T(0));
+               A.coupling[l].data(), k, k, std::int64_t(k) * k, xh[l], ld(l), yh[l], ld(l), nv, T(0));
   }
 
   mark(&hgemv_phases::coupling);
 
   // Downsweep: y_hat(children) += [E_c1; E_c2] y_hat(parent).
-  for (int l = 1; l <= L; ++l) {
+  for (int l = top + 1; l <= L; ++l) {
     const int kc = A.rank[l], kp = A.rank[l - 1], parents = 1 << (l - 1);
     if (kc == 0 || kp == 0) continue;
     gemm_strided_batched(ctx, op::none, op::none, 2 * kc, nv, kp, T(1), out.transfers[l].data(), 2 * kc,
-                         std::int64_t(2) * kc * kp, yh[l - 1].data(), int(ld(l - 1)), kp, T(1), yh[l].data(),
+                         std::int64_t(2) * kc * kp, yh[l - 1], int(ld(l - 1)), kp, T(1), yh[l],
                          int(ld(l)), 2 * kc, parents);
   }
 
@@ -100,7 +110,7 @@ void hgemv(const h2_data<T, Space>& A, op trans, const_view<T, Space> X, view<T,
   // Leaves: Y = U_leaf y_hat, then the dense leaves add their part.
   if (A.rank[L] > 0)
     gemm_strided_batched(ctx, op::none, op::none, m, nv, A.rank[L], T(1), out.leaves.data(), m,
-                         std::int64_t(m) * A.rank[L], yh[L].data(), int(ld(L)), A.rank[L], T(0), Yp.data(), int(np),
+                         std::int64_t(m) * A.rank[L], yh[L], int(ld(L)), A.rank[L], T(0), Yp.data(), int(np),
                          m, leaves);
   mark(&hgemv_phases::leaves);
   const T beta = A.rank[L] > 0 ? T(1) : T(0);
