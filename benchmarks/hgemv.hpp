@@ -4,6 +4,7 @@
 #include <h2expr/h2expr.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -118,6 +119,35 @@ void hgemv_problem(const std::string& name, const point_cloud<T, D>& pts, const 
     hgemv_problem_rows<T, Space>(name, pts, k, bo, nvs, bandwidth_gbs, error_samples, phases);
   } catch (const device_out_of_memory&) {
     std::printf("| %-34s | %8zu | out of device memory: skipped\n", name.c_str(), std::size_t(pts.size()));
+  }
+}
+
+// The reference problems of TARGETS.md, then the sweep up to 2^max_log_n points.
+template <class Space>
+void run_hgemv_benchmarks(double bw, const char* bw_label, int max_log_n) {
+  std::printf("\n## Reference problems (TARGETS.md); peer (H2Opus CPU, 2 cores): 2D build 1.38-1.49 s, HGEMV\n"
+              "## 0.035-0.044 s (1 vector), 0.102 s (16), error 2.5e-5; 3D build 2.25-2.34 s, HGEMV 0.066 s (1),\n"
+              "## 0.178 s (16), error 3.2e-4. Error: relative, over 1%% of the rows, against exact sums.\n");
+  print_hgemv_header(bw, bw_label);
+  hgemv_problem<double, Space>("TARGETS 2D exp l=0.1 p=8", point_cloud<double, 2>::grid({256, 256}),
+                               kernels::exponential{0.1}, {.leaf_size = 64, .eta = 1.0, .cheb_points = 8}, {1, 16}, bw,
+                               655, true);
+  hgemv_problem<double, Space>("TARGETS 3D exp l=0.2 p=4", point_cloud<double, 3>::grid({40, 40, 40}),
+                               kernels::exponential{0.2}, {.leaf_size = 64, .eta = 1.0, .cheb_points = 4}, {1, 16}, bw,
+                               640, true);
+  std::printf("\n## Sweep: leaf 64, eta 0.9; error on 64 sampled rows\n");
+  print_hgemv_header(bw, bw_label);
+  for (int logn = 14; logn <= max_log_n; logn += 2) {
+    const int g2 = 1 << (logn / 2);
+    auto p2 = point_cloud<double, 2>::grid({g2, g2}, 0.1, 1);
+    hgemv_problem<double, Space>("2D exp l=0.1 p=8", p2, kernels::exponential{0.1}, {.leaf_size = 64, .cheb_points = 8},
+                                 {1, 16, 64}, bw, 64);
+    hgemv_problem<double, Space>("2D gauss l=0.1 p=8", p2, kernels::gaussian{0.1}, {.leaf_size = 64, .cheb_points = 8},
+                                 {1, 16}, bw, 64);
+    const int g3 = int(std::lround(std::cbrt(double(1 << logn))));
+    auto p3 = point_cloud<double, 3>::grid({g3, g3, g3}, 0.1, 1);
+    hgemv_problem<double, Space>("3D exp l=0.2 p=4", p3, kernels::exponential{0.2}, {.leaf_size = 64, .cheb_points = 4},
+                                 {1, 16, 64}, bw, 64);
   }
 }
 
