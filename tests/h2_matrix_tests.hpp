@@ -166,7 +166,72 @@ TYPED_TEST_P(h2_matrix_test, bad_input_is_a_clear_error) {
   EXPECT_THROW((point_cloud<T, 2>(std::vector<std::array<T, 2>>{})), invalid_argument);
 }
 
-REGISTER_TYPED_TEST_SUITE_P(h2_matrix_test, converges_in_1d_2d_3d_uniform,
+// Explicit bases of every node of every level (rows: the node's points), from the nested representation.
+template <class T, class Space>
+std::vector<std::vector<dense<double>>> expand_bases(const detail::h2_data<T, Space>& A,
+                                                     const detail::basis_tree<T, Space>& B) {
+  const auto& tree = A.structure.row_tree();
+  const int L = tree.depth, m = A.m_max;
+  std::vector<std::vector<dense<double>>> U(L + 1);
+  const auto leaves = B.leaves.to_host();
+  const int k = A.rank[L];
+  for (int i = 0; i < (1 << L); ++i) {
+    const int rows = tree.size(detail::cluster_tree::level_begin(L) + i);
+    dense<double> u(rows, k);
+    for (int c = 0; c < k; ++c)
+      for (int r = 0; r < rows; ++r) u(r, c) = double(leaves[std::size_t(i) * m * k + std::size_t(c) * m + r]);
+    U[L].push_back(u);
+  }
+  for (int l = L; l >= 1; --l) {
+    const int kc = A.rank[l], kp = A.rank[l - 1];
+    const auto E = B.transfers[l].to_host();
+    for (int j = 0; j < (1 << (l - 1)); ++j) {
+      const dense<double>&a = U[l][2 * j], &b = U[l][2 * j + 1];
+      dense<double> u(a.rows() + b.rows(), kp);
+      for (int h = 0; h < 2; ++h) {
+        dense<double> e(kc, kp);
+        for (int c = 0; c < kp; ++c)
+          for (int r = 0; r < kc; ++r) e(r, c) = double(E[std::size_t(j) * 2 * kc * kp + std::size_t(c) * 2 * kc + h * kc + r]);
+        if (h == 0) u.topRows(a.rows()) = a * e;
+        else u.bottomRows(b.rows()) = b * e;
+      }
+      U[l - 1].push_back(u);
+    }
+  }
+  return U;
+}
+
+TYPED_TEST_P(h2_matrix_test, orthogonalize_keeps_the_operator_and_makes_bases_orthonormal) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  const double op_tol = std::is_same_v<T, float> ? 1e-4 : 1e-11, orth_tol = std::is_same_v<T, float> ? 1e-4 : 1e-12;
+  auto check = [&](auto pts, auto kernel, build_options bo, bool separate_bases) {
+    auto A = h2_matrix<T, Space>::from_kernel(pts, kernel, bo, this->ctx_);
+    if (separate_bases)  // a general (non-symmetric) representation: row and column bases differ
+      A.data().col_basis = std::make_shared<detail::basis_tree<T, Space>>(A.data().col_basis->clone());
+    const dense<double> before = to_dense(A).template cast<double>();
+    orthogonalize(A);
+    EXPECT_LT(relative_error(to_dense(A), before), op_tol) << "orthogonalization changed the operator";
+    for (auto* B : {A.data().row_basis.get(), A.data().col_basis.get()}) {
+      const auto U = expand_bases(A.data(), *B);
+      for (std::size_t l = 0; l < U.size(); ++l)
+        for (const auto& u : U[l]) {
+          if (u.rows() == 0 || u.cols() == 0) continue;
+          const dense<double> G = u.transpose() * u;
+          if (u.rows() >= u.cols()) EXPECT_LT((G - dense<double>::Identity(G.rows(), G.cols())).norm(), orth_tol) << "level " << l;
+          else EXPECT_LT((G * G - G).norm(), orth_tol) << "level " << l << ": not a projector";  // zero columns
+        }
+    }
+  };
+  check(point_cloud<T, 2>::grid({30, 30}, T(0.2), test_seed()), kernels::exponential{0.2},
+        {.leaf_size = 32, .cheb_points = 6}, false);  // rank 36 > leaf 32: zero columns at the leaves
+  check(point_cloud<T, 2>::clustered(700, test_seed()), skewed_kernel(), {.leaf_size = 48, .cheb_points = 4}, true);
+  check(point_cloud<T, 3>::grid({9, 9, 9}, T(0.1), test_seed()), kernels::gaussian{0.3},
+        {.leaf_size = 64, .cheb_points = 3}, true);
+}
+
+REGISTER_TYPED_TEST_SUITE_P(h2_matrix_test, orthogonalize_keeps_the_operator_and_makes_bases_orthonormal,
+                            converges_in_1d_2d_3d_uniform,
                             converges_on_clustered_points_and_nonsymmetric_kernels, tiny_and_degenerate_point_sets,
                             copies_sizes_and_memory, bad_input_is_a_clear_error);
 

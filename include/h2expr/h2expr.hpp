@@ -5,6 +5,7 @@
 #include <h2expr/error.hpp>
 #include <h2expr/h2_matrix.hpp>
 #include <h2expr/kernels.hpp>
+#include <h2expr/orthogonalize.hpp>
 #include <h2expr/matrix.hpp>
 #include <h2expr/point_cloud.hpp>
 #include <h2expr/space.hpp>

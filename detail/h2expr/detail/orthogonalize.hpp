@@ -1,0 +1,128 @@
+#pragma once
+// Orthogonalization of H2 bases (section 5 of the H2 GPU paper), written once for every space:
+// an upsweep of batched QR. Leaves: U_t = Q_t R_t. Level by level upwards: the stacked transfers of
+// a parent, premultiplied by the children's R, [R_c1 E_c1; R_c2 E_c2] = Q R_parent, and Q becomes the
+// new stacked transfer. The coupling matrices absorb the factors: S_ts <- R^U_t S_ts (R^V_s)^T, so the
+// operator is unchanged. Ranks stay uniform per level: a node with fewer points than its rank keeps
+// zero columns (its basis is orthonormal on the columns it has).
+#include <h2expr/detail/batched.hpp>
+#include <h2expr/detail/h2_data.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace h2expr::detail {
+
+// Columns p[i] .. cols-1 of item i (rows x cols at base + i stride, ld) set to zero. A gemm with
+// alpha = beta = 0 writes C without reading anything (BLAS semantics), on both spaces.
+template <class T, class Space>
+void zero_trailing_columns(const context_ptr<Space>& ctx, T* base, std::int64_t stride, int rows, int ld, int cols,
+                           const std::vector<int>& p) {
+  std::vector<std::int64_t> offsets;
+  std::vector<int> widths;
+  for (std::size_t i = 0; i < p.size(); ++i)
+    if (p[i] < cols) offsets.push_back(std::int64_t(i) * stride + std::int64_t(p[i]) * ld), widths.push_back(cols - p[i]);
+  if (offsets.empty()) return;
+  const int count = int(offsets.size());
+  buffer<std::int64_t, Space> off(ctx, offsets);
+  buffer<T*, Space> ptr(ctx, std::size_t(count));
+  marshal_offsets(*ctx, base, off.data(), count, ptr.data());
+  buffer<int, Space> m(ctx, std::vector<int>(count, rows)), n(ctx, widths), k(ctx, std::vector<int>(count, 0)),
+      lds(ctx, std::vector<int>(count, ld));
+  gemm_vbatched(*ctx, op::none, op::none, m.data(), n.data(), k.data(), T(0), (const T* const*)ptr.data(), lds.data(),
+                (const T* const*)ptr.data(), lds.data(), T(0), ptr.data(), lds.data(), count, rows, cols, 0);
+}
+
+// Thin QR of `count` items (m[i] x n at base + i stride, ld), Q in place, R (n x n per item, zero
+// below the diagonal and in rows past min(m[i], n)) into R.
+template <class T, class Space>
+void qr_items(const context_ptr<Space>& ctx, T* base, std::int64_t stride, int ld, const std::vector<int>& m, int n,
+              T* R) {
+  const int count = int(m.size());
+  if (count == 0 || n == 0) return;
+  fill(*ctx, R, std::size_t(count) * n * n, T(0));
+  buffer<int, Space> M(ctx, m), N(ctx, std::vector<int>(count, n)), LD(ctx, std::vector<int>(count, ld)),
+      LDR(ctx, std::vector<int>(count, n));
+  buffer<T*, Space> P(ctx, std::size_t(count)), PR(ctx, std::size_t(count));
+  marshal_strided(*ctx, base, stride, count, P.data());
+  marshal_strided(*ctx, R, std::int64_t(n) * n, count, PR.data());
+  qr_vbatched(*ctx, M.data(), N.data(), P.data(), LD.data(), PR.data(), LDR.data(), count,
+              *std::max_element(m.begin(), m.end()), n);
+  std::vector<int> p(count);
+  for (int i = 0; i < count; ++i) p[i] = std::min(m[i], n);
+  zero_trailing_columns<T, Space>(ctx, base, stride, ld, ld, n, p);
+}
+
+// Orthogonalizes one basis tree in place; returns its R factors per level (nodes x rank x rank).
+template <class T, class Space>
+std::vector<buffer<T, Space>> orthogonalize_basis(const context_ptr<Space>& ctx, basis_tree<T, Space>& B,
+                                                  const std::vector<int>& rank, int m_max, const cluster_tree& tree) {
+  const int L = tree.depth, leaves = 1 << L;
+  std::vector<buffer<T, Space>> R(L + 1);
+  for (int l = 0; l <= L; ++l) R[l] = buffer<T, Space>(ctx, (std::size_t(1) << l) * rank[l] * rank[l]);
+  std::vector<int> sizes(leaves);
+  for (int i = 0; i < leaves; ++i) sizes[i] = tree.size(cluster_tree::level_begin(L) + i);
+  qr_items<T, Space>(ctx, B.leaves.data(), std::int64_t(m_max) * rank[L], m_max, sizes, rank[L], R[L].data());
+  for (int l = L; l >= 1; --l) {
+    const int kc = rank[l], kp = rank[l - 1], parents = 1 << (l - 1);
+    if (kp == 0) continue;
+    if (kc == 0) {
+      fill(*ctx, R[l - 1].data(), R[l - 1].size(), T(0));
+      continue;
+    }
+    buffer<T, Space> W(ctx, std::size_t(parents) * 2 * kc * kp);
+    for (int h = 0; h < 2; ++h)  // child h of every parent: R_c E_c into its half of the stack
+      gemm_strided_batched(*ctx, op::none, op::none, kc, kp, kc, T(1), R[l].data() + std::int64_t(h) * kc * kc, kc,
+                           std::int64_t(2) * kc * kc, B.transfers[l].data() + h * kc, 2 * kc,
+                           std::int64_t(2) * kc * kp, T(0), W.data() + h * kc, 2 * kc, std::int64_t(2) * kc * kp,
+                           parents);
+    qr_items<T, Space>(ctx, W.data(), std::int64_t(2) * kc * kp, 2 * kc, std::vector<int>(parents, 2 * kc), kp,
+                       R[l - 1].data());
+    B.transfers[l] = std::move(W);
+  }
+  return R;
+}
+
+// S_b <- R_row(t) S_b R_col(s)^T for every coupling block b = (t, s) of every level.
+template <class T, class Space>
+void project_coupling(h2_data<T, Space>& A, const std::vector<buffer<T, Space>>& Rrow,
+                      const std::vector<buffer<T, Space>>& Rcol) {
+  const auto& blocks = A.structure.blocks();
+  for (int l = 0; l <= A.depth(); ++l) {
+    const auto& lv = blocks.coupling[l];
+    const int k = A.rank[l], count = lv.blocks();
+    if (k == 0 || count == 0) continue;
+    std::vector<std::int64_t> row_off(count), col_off(count), blk_off(count);
+    for (int t = 0; t + 1 < int(lv.row_ptr.size()); ++t)
+      for (int b = lv.row_ptr[t]; b < lv.row_ptr[t + 1]; ++b)
+        row_off[b] = std::int64_t(t) * k * k, col_off[b] = std::int64_t(lv.col[b]) * k * k, blk_off[b] = std::int64_t(b) * k * k;
+    buffer<std::int64_t, Space> ro(A.ctx, row_off), co(A.ctx, col_off), bo(A.ctx, blk_off);
+    buffer<T, Space> tmp(A.ctx, std::size_t(count) * k * k);
+    buffer<T*, Space> pr(A.ctx, std::size_t(count)), pc(A.ctx, std::size_t(count)), ps(A.ctx, std::size_t(count)),
+        pt(A.ctx, std::size_t(count));
+    marshal_offsets(*A.ctx, const_cast<T*>(Rrow[l].data()), ro.data(), count, pr.data());
+    marshal_offsets(*A.ctx, const_cast<T*>(Rcol[l].data()), co.data(), count, pc.data());
+    marshal_offsets(*A.ctx, A.coupling[l].data(), bo.data(), count, ps.data());
+    marshal_offsets(*A.ctx, tmp.data(), bo.data(), count, pt.data());
+    gemm_batched(*A.ctx, op::none, op::none, k, k, k, T(1), (const T* const*)pr.data(), k, (const T* const*)ps.data(), k,
+                 T(0), pt.data(), k, count);
+    gemm_batched(*A.ctx, op::none, op::transpose, k, k, k, T(1), (const T* const*)pt.data(), k,
+                 (const T* const*)pc.data(), k, T(0), ps.data(), k, count);
+  }
+}
+
+template <class T, class Space>
+void orthogonalize(h2_data<T, Space>& A) {
+  const auto& tree = A.structure.row_tree();
+  auto Rrow = orthogonalize_basis(A.ctx, *A.row_basis, A.rank, A.m_max, tree);
+  if (A.col_basis == A.row_basis) {
+    project_coupling(A, Rrow, Rrow);
+  } else {
+    auto Rcol = orthogonalize_basis(A.ctx, *A.col_basis, A.rank, A.m_max, A.structure.col_tree());
+    project_coupling(A, Rrow, Rcol);
+  }
+  A.ctx->synchronize();  // the temporaries of the last level go away with this scope
+}
+
+}  // namespace h2expr::detail
