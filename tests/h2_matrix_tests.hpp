@@ -230,7 +230,54 @@ TYPED_TEST_P(h2_matrix_test, orthogonalize_keeps_the_operator_and_makes_bases_or
         {.leaf_size = 64, .cheb_points = 3}, true);
 }
 
-REGISTER_TYPED_TEST_SUITE_P(h2_matrix_test, orthogonalize_keeps_the_operator_and_makes_bases_orthonormal,
+TYPED_TEST_P(h2_matrix_test, compression_error_scales_with_the_tolerance) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  const std::vector<double> tols = std::is_same_v<T, float> ? std::vector<double>{1e-2, 1e-4} : std::vector<double>{1e-2, 1e-5, 1e-8};
+  auto check = [&](auto pts, auto kernel, build_options bo, bool separate_bases) {
+    auto A0 = h2_matrix<T, Space>::from_kernel(pts, kernel, bo, this->ctx_);
+    if (separate_bases) A0.data().col_basis = std::make_shared<detail::basis_tree<T, Space>>(A0.data().col_basis->clone());
+    const dense<double> M = to_dense(A0).template cast<double>();
+    double norm2 = 0;  // ||M||_2 by power iteration on M^T M (kernel matrices have a clear top singular value)
+    {
+      Eigen::VectorXd v = Eigen::VectorXd::Ones(M.cols());
+      for (int it = 0; it < 200; ++it) {
+        v.normalize();
+        const Eigen::VectorXd w = M * v;
+        norm2 = w.norm();
+        v = M.transpose() * w;
+      }
+    }
+    std::size_t last_memory = 0;
+    for (double tol : tols) {  // from loose to tight: memory grows, error falls with tol
+      auto A = A0;
+      const auto rep = compress(A, tol);
+      const double err = (to_dense(A).template cast<double>() - M).norm() / norm2;  // Frobenius over the 2-norm
+      EXPECT_LT(err, 30 * tol) << "tol " << tol;
+      EXPECT_GT(err, 0.0);
+      EXPECT_NEAR(rep.norm_estimate, norm2, 1e-2 * norm2);
+      EXPECT_LE(rep.memory_after, rep.memory_before);
+      EXPECT_GE(rep.memory_after, last_memory) << "a tighter tolerance gave less memory";
+      last_memory = rep.memory_after;
+      for (std::size_t l = 0; l < rep.ranks_after.size(); ++l) EXPECT_LE(rep.ranks_after[l], rep.ranks_before[l]);
+      EXPECT_LT(rep.error_estimate, 3 * tol) << "2-norm error estimate, tol " << tol;  // the report's own measure
+      // Compressing again at the same tolerance does not grow the matrix.
+      const auto again = compress(A, tol);
+      EXPECT_LE(again.memory_after, rep.memory_after);
+    }
+    EXPECT_LT(last_memory, A0.memory_bytes());
+  };
+  check(point_cloud<T, 2>::grid({32, 32}, T(0.2), test_seed()), kernels::exponential{0.2}, {.leaf_size = 32, .cheb_points = 6}, false);
+  check(point_cloud<T, 2>::clustered(800, test_seed()), skewed_kernel(), {.leaf_size = 32, .cheb_points = 5}, false);
+  check(point_cloud<T, 3>::grid({9, 9, 9}, T(0.1), test_seed()), kernels::gaussian{0.3}, {.leaf_size = 32, .cheb_points = 4}, true);
+  auto A = h2_matrix<T, Space>::from_kernel(point_cloud<T, 1>::grid({100}), kernels::exponential{0.1}, {.leaf_size = 16}, this->ctx_);
+  EXPECT_THROW(compress(A, 0.0), invalid_tolerance);
+  EXPECT_THROW(compress(A, 1.0), invalid_tolerance);
+  EXPECT_THROW(compress(A, std::nan("")), invalid_tolerance);
+}
+
+REGISTER_TYPED_TEST_SUITE_P(h2_matrix_test, compression_error_scales_with_the_tolerance,
+                            orthogonalize_keeps_the_operator_and_makes_bases_orthonormal,
                             converges_in_1d_2d_3d_uniform,
                             converges_on_clustered_points_and_nonsymmetric_kernels, tiny_and_degenerate_point_sets,
                             copies_sizes_and_memory, bad_input_is_a_clear_error);

@@ -18,7 +18,7 @@ class buffer {
  public:
   buffer() = default;
   buffer(context_ptr<Space> ctx, std::size_t n) : ctx_(std::move(ctx)), size_(n) {
-    data_ = allocate<T>(*ctx_, n);
+    if (n) data_ = allocate<T>(*ctx_, n);
   }
   // A copy of host values in the space.
   buffer(context_ptr<Space> ctx, const std::vector<T>& values) : buffer(std::move(ctx), values.size()) {

@@ -13,7 +13,7 @@ namespace h2expr::detail {
 
 template <class T, class Space>
 buffer<T, Space> clone(const buffer<T, Space>& b) {
-  if (b.empty()) return buffer<T, Space>(b.context(), 0);
+  if (b.empty()) return buffer<T, Space>();
   buffer<T, Space> c(b.context(), b.size());
   copy(*b.context(), b.data(), c.data(), b.size());
   return c;

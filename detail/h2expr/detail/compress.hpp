@@ -1,0 +1,207 @@
+#pragma once
+// Algebraic compression of H2 matrices (section 5 of the H2 GPU paper), written once for every space:
+//   1. orthogonalize the bases (orthogonalize.hpp);
+//   2. basis generation, a downsweep of batched QR: the weight Z_t of node t (Z_t Z_t^T = the Gram
+//      matrix of everything U_t carries) is the R factor of [Z_parent^T E_t^T; S_ts1^T; S_ts2^T; ...];
+//   3. truncation: P_t = the leading left singular vectors of Z_t, kept while sigma > tol ||A||_2;
+//      new leaves U_t P_t, new transfers P_c^T E_c P_p;
+//   4. projection of the coupling matrices, P_t^T S_ts P_s.
+// Ranks stay uniform per level (the largest node rank; smaller nodes get zero columns).
+#include <h2expr/detail/hgemv.hpp>
+#include <h2expr/detail/orthogonalize.hpp>
+#include <h2expr/matrix.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace h2expr::detail {
+
+template <class T, class Space>
+buffer<T, Space> identity_buffer(const context_ptr<Space>& ctx, int k) {
+  std::vector<T> id(std::size_t(k) * k, T(0));
+  for (int i = 0; i < k; ++i) id[std::size_t(i) * k + i] = T(1);
+  return buffer<T, Space>(ctx, id);
+}
+
+// Pointer array base + offsets[i], in the space.
+template <class T, class Space>
+buffer<T*, Space> pointers(const context_ptr<Space>& ctx, T* base, const std::vector<std::int64_t>& offsets) {
+  buffer<T*, Space> p(ctx, offsets.size());
+  if (offsets.empty()) return p;
+  buffer<std::int64_t, Space> off(ctx, offsets);
+  marshal_offsets(*ctx, base, off.data(), int(offsets.size()), p.data());
+  ctx->synchronize();  // off is released on return
+  return p;
+}
+
+// Weights of a basis, per level: R_t with Z_t = R_t^T (rank x rank per node). A row basis carries the
+// blocks of row t (S_ts^T in the stack), a column basis those of column t (S_st); a basis shared by
+// rows and columns carries both, so it stays valid for a non-symmetric operator.
+template <class T, class Space>
+std::vector<buffer<T, Space>> basis_weights(h2_data<T, Space>& A, const basis_tree<T, Space>& B, bool rows, bool cols) {
+  const auto& ctx = A.ctx;
+  const auto& blocks = A.structure.blocks();
+  const int L = A.depth();
+  std::vector<buffer<T, Space>> R(L + 1);
+  for (int l = 0; l <= L; ++l) {
+    const int k = A.rank[l], kp = l > 0 ? A.rank[l - 1] : 0, nodes = 1 << l;
+    R[l] = buffer<T, Space>(ctx, std::size_t(nodes) * k * k);
+    if (k == 0) continue;
+    const auto& lv = blocks.coupling[l];
+    auto entries = [&](int t) { return (rows ? lv.row_ptr[t + 1] - lv.row_ptr[t] : 0) + (cols ? lv.col_ptr[t + 1] - lv.col_ptr[t] : 0); };
+    std::vector<int> height(nodes);
+    int H = 1;
+    for (int t = 0; t < nodes; ++t) H = std::max(H, height[t] = kp + entries(t) * k);
+    buffer<T, Space> W(ctx, std::size_t(nodes) * H * k);
+    fill(*ctx, W.data(), W.size(), T(0));
+    // Below the parent part: S_ts^T for the blocks of row t, then S_st for those of column t.
+    std::vector<std::int64_t> s_row, w_row, s_col, w_col;
+    for (int t = 0; t < nodes; ++t) {
+      std::int64_t row = std::int64_t(t) * H * k + kp;
+      if (rows)
+        for (int e = lv.row_ptr[t]; e < lv.row_ptr[t + 1]; ++e, row += k)
+          s_row.push_back(std::int64_t(e) * k * k), w_row.push_back(row);
+      if (cols)
+        for (int e = lv.col_ptr[t]; e < lv.col_ptr[t + 1]; ++e, row += k)
+          s_col.push_back(std::int64_t(lv.block_of[e]) * k * k), w_col.push_back(row);
+    }
+    auto I = identity_buffer<T, Space>(ctx, k);
+    for (int pass = 0; pass < 2; ++pass) {
+      const auto& so = pass == 0 ? s_row : s_col;
+      const auto& wo = pass == 0 ? w_row : w_col;
+      if (so.empty()) continue;
+      auto ps = pointers(ctx, A.coupling[l].data(), so), pw = pointers(ctx, W.data(), wo);
+      auto pi = pointers(ctx, I.data(), std::vector<std::int64_t>(so.size(), 0));
+      gemm_batched(*ctx, pass == 0 ? op::transpose : op::none, op::none, k, k, k, T(1), (const T* const*)ps.data(), k,
+                   (const T* const*)pi.data(), k, T(0), pw.data(), H, int(so.size()));
+      ctx->synchronize();
+    }
+    // Parent part: Z_p^T E_t^T = R_p E_t^T, for child h of every parent.
+    if (kp > 0)
+      for (int h = 0; h < 2; ++h)
+        gemm_strided_batched(*ctx, op::none, op::transpose, kp, k, kp, T(1), R[l - 1].data(), kp,
+                             std::int64_t(kp) * kp, B.transfers[l].data() + h * k, 2 * k, std::int64_t(2) * k * kp, T(0),
+                             W.data() + std::int64_t(h) * H * k, H, std::int64_t(2) * H * k, nodes / 2);
+    std::vector<int> m(nodes);
+    for (int t = 0; t < nodes; ++t) m[t] = std::max(height[t], 1);  // an empty node: one zero row, R = 0
+    qr_items<T, Space>(ctx, W.data(), std::int64_t(H) * k, H, m, k, R[l].data());
+    ctx->synchronize();
+  }
+  return R;
+}
+
+// Truncation bases per level: P_t (rank x new rank, zero columns past the node's own rank) from the
+// SVD of the weights; returns the node ranks per level through `node_ranks`.
+template <class T, class Space>
+std::vector<buffer<T, Space>> truncation_bases(h2_data<T, Space>& A, std::vector<buffer<T, Space>>& R, double eps,
+                                               std::vector<std::vector<int>>& node_ranks) {
+  const auto& ctx = A.ctx;
+  const int L = A.depth();
+  std::vector<buffer<T, Space>> P(L + 1);
+  node_ranks.assign(L + 1, {});
+  for (int l = 0; l <= L; ++l) {
+    const int k = A.rank[l], nodes = 1 << l;
+    P[l] = buffer<T, Space>(ctx, std::size_t(nodes) * k * k);
+    node_ranks[l].assign(nodes, 0);
+    if (k == 0) continue;
+    buffer<T, Space> S(ctx, std::size_t(nodes) * k);
+    buffer<int, Space> M(ctx, std::vector<int>(nodes, k)), LD(ctx, std::vector<int>(nodes, k));
+    buffer<T*, Space> pa(ctx, std::size_t(nodes)), ps(ctx, std::size_t(nodes)), pv(ctx, std::size_t(nodes));
+    marshal_strided(*ctx, R[l].data(), std::int64_t(k) * k, nodes, pa.data());
+    marshal_strided(*ctx, S.data(), std::int64_t(k), nodes, ps.data());
+    marshal_strided(*ctx, P[l].data(), std::int64_t(k) * k, nodes, pv.data());
+    // R_t = U S V^T, so Z_t = R_t^T = V S U^T: its left singular vectors are V.
+    svd_vbatched(*ctx, M.data(), M.data(), pa.data(), LD.data(), ps.data(), pv.data(), LD.data(), nodes, k, k);
+    const auto sigma = S.to_host();
+    for (int t = 0; t < nodes; ++t) {
+      int r = 0;
+      while (r < k && double(sigma[std::size_t(t) * k + r]) > eps) ++r;
+      node_ranks[l][t] = r;
+    }
+    zero_trailing_columns<T, Space>(ctx, P[l].data(), std::int64_t(k) * k, k, k, k, node_ranks[l]);
+  }
+  return P;
+}
+
+// The new basis tree: leaves U_t P_t, transfers P_c^T E_c P_p, with ranks r (per level).
+template <class T, class Space>
+basis_tree<T, Space> truncated_basis(h2_data<T, Space>& A, const basis_tree<T, Space>& B,
+                                     const std::vector<buffer<T, Space>>& P, const std::vector<int>& r) {
+  const auto& ctx = A.ctx;
+  const int L = A.depth(), m = A.m_max, leaves = 1 << L;
+  basis_tree<T, Space> N;
+  N.leaves = buffer<T, Space>(ctx, std::size_t(leaves) * m * r[L]);
+  if (r[L] > 0)
+    gemm_strided_batched(*ctx, op::none, op::none, m, r[L], A.rank[L], T(1), B.leaves.data(), m,
+                         std::int64_t(m) * A.rank[L], P[L].data(), A.rank[L], std::int64_t(A.rank[L]) * A.rank[L], T(0),
+                         N.leaves.data(), m, std::int64_t(m) * r[L], leaves);
+  N.transfers.resize(L + 1);
+  for (int l = 1; l <= L; ++l) {
+    const int k = A.rank[l], kp = A.rank[l - 1], rc = r[l], rp = r[l - 1], parents = 1 << (l - 1);
+    N.transfers[l] = buffer<T, Space>(ctx, std::size_t(parents) * 2 * rc * rp);
+    if (rc == 0 || rp == 0) continue;
+    buffer<T, Space> tmp(ctx, std::size_t(parents) * 2 * k * rp);
+    for (int h = 0; h < 2; ++h) {
+      gemm_strided_batched(*ctx, op::none, op::none, k, rp, kp, T(1), B.transfers[l].data() + h * k, 2 * k,
+                           std::int64_t(2) * k * kp, P[l - 1].data(), kp, std::int64_t(kp) * kp, T(0),
+                           tmp.data() + h * k, 2 * k, std::int64_t(2) * k * rp, parents);
+      gemm_strided_batched(*ctx, op::transpose, op::none, rc, rp, k, T(1), P[l].data() + std::int64_t(h) * k * k, k,
+                           std::int64_t(2) * k * k, tmp.data() + h * k, 2 * k, std::int64_t(2) * k * rp, T(0),
+                           N.transfers[l].data() + h * rc, 2 * rc, std::int64_t(2) * rc * rp, parents);
+    }
+    ctx->synchronize();
+  }
+  return N;
+}
+
+// S_b <- P_row(t)^T S_b P_col(s), from rank k to rank r, per level.
+template <class T, class Space>
+void project_coupling_truncated(h2_data<T, Space>& A, const std::vector<buffer<T, Space>>& Prow,
+                                const std::vector<buffer<T, Space>>& Pcol, const std::vector<int>& r) {
+  const auto& ctx = A.ctx;
+  const auto& blocks = A.structure.blocks();
+  for (int l = 0; l <= A.depth(); ++l) {
+    const auto& lv = blocks.coupling[l];
+    const int k = A.rank[l], rl = r[l], count = lv.blocks();
+    buffer<T, Space> S(ctx, std::size_t(count) * rl * rl);
+    if (k > 0 && rl > 0 && count > 0) {
+      std::vector<std::int64_t> ro(count), co(count), bo(count), to(count), so(count);
+      for (int t = 0; t + 1 < int(lv.row_ptr.size()); ++t)
+        for (int b = lv.row_ptr[t]; b < lv.row_ptr[t + 1]; ++b) {
+          ro[b] = std::int64_t(t) * k * k, co[b] = std::int64_t(lv.col[b]) * k * k, bo[b] = std::int64_t(b) * k * k;
+          to[b] = std::int64_t(b) * rl * k, so[b] = std::int64_t(b) * rl * rl;
+        }
+      buffer<T, Space> tmp(ctx, std::size_t(count) * rl * k);
+      auto pr = pointers(ctx, const_cast<T*>(Prow[l].data()), ro), pc = pointers(ctx, const_cast<T*>(Pcol[l].data()), co);
+      auto pb = pointers(ctx, A.coupling[l].data(), bo), pt = pointers(ctx, tmp.data(), to), pn = pointers(ctx, S.data(), so);
+      gemm_batched(*ctx, op::transpose, op::none, rl, k, k, T(1), (const T* const*)pr.data(), k,
+                   (const T* const*)pb.data(), k, T(0), pt.data(), rl, count);
+      gemm_batched(*ctx, op::none, op::none, rl, rl, k, T(1), (const T* const*)pt.data(), rl,
+                   (const T* const*)pc.data(), k, T(0), pn.data(), rl, count);
+      ctx->synchronize();
+    }
+    A.coupling[l] = std::move(S);
+  }
+}
+
+// ||A||_2 by power iteration on A^T A (HGEMV and its transpose).
+template <class T, class Space>
+double norm_estimate(const h2_data<T, Space>& A, int iterations = 20) {
+  const index n = A.structure.cols();
+  auto x = matrix<T, Space>::random(n, 1, 12345, A.ctx);
+  auto y = matrix<T, Space>::uninitialized(A.structure.rows(), 1, A.ctx);
+  double sigma = 0;
+  for (int it = 0; it < iterations; ++it) {
+    const double xn = to_dense(x).template cast<double>().norm();
+    if (xn == 0) return 0;
+    x = matrix<T, Space>(to_dense(x) / T(xn), A.ctx);
+    hgemv(A, op::none, const_view<T, Space>(x.view()), y.view());
+    sigma = to_dense(y).template cast<double>().norm();
+    hgemv(A, op::transpose, const_view<T, Space>(y.view()), x.view());
+  }
+  return sigma;
+}
+
+}  // namespace h2expr::detail
