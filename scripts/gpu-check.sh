@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: build everything for the GPU (sm_90 by default) from the staged
 # dependencies, run the whole test suite (host and CUDA), compute-sanitizer (memcheck, racecheck) on
-# the CUDA tests, the CUDA demo, and the benchmarks. Logs go to $OUT (or ./gpu-out): at most 7 files,
-# the device tool's limit is 8.
+# the CUDA tests, the CUDA demo, and the benchmarks. Logs go to $OUT (or ./gpu-out): build, ctest,
+# sanitizer and one file per benchmark (the device tool brings back 8 files; keep one for a tee'd log).
 #   ../shared/tools/stage-deps.sh .   # once, on the development machine: fills .deps/
 #   scripts/gpu-check.sh [arch] [bench-scale]
 set -uo pipefail
@@ -11,7 +11,7 @@ scale=${2:-1}
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 status=0
-nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv | tee "$out/device.txt"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv
 
 deps=()
 [ -d .deps ] && deps=(-DCMAKE_PREFIX_PATH="$PWD/.deps" -DH2EXPR_GTEST_SOURCE_DIR="$PWD/.deps/src/googletest")
@@ -42,7 +42,7 @@ for t in build-gpu/tests/test_*_cuda; do
 done
 
 echo "=== demo"
-build-gpu/examples/demo_cuda 2>&1 | tee "$out/demo_cuda.txt" || status=1
+build-gpu/examples/demo_cuda || status=1
 
 echo "=== benchmarks"
 for b in build-gpu/benchmarks/bench_*_cuda; do
