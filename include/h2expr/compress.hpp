@@ -71,7 +71,7 @@ compress_report compress(h2_matrix<T, Space>& A, double tol) {
   rep.seconds_truncation = since(t0);
 
   t0 = clock::now();
-  detail::project_coupling_truncated(d, Pr, shared ? Pr : Pc, r);
+  detail::transform_coupling(d, Pr, detail::op::transpose, shared ? Pr : Pc, detail::op::none, r);
   d.row_basis = row, d.col_basis = col, d.rank = r;
   d.ctx->synchronize();
   rep.seconds_projection = since(t0);

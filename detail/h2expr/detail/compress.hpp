@@ -5,7 +5,7 @@
 //      matrix of everything U_t carries) is the R factor of [Z_parent^T E_t^T; S_ts1^T; S_ts2^T; ...];
 //   3. truncation: P_t = the leading left singular vectors of Z_t, kept while sigma > tol ||A||_2;
 //      new leaves U_t P_t, new transfers P_c^T E_c P_p;
-//   4. projection of the coupling matrices, P_t^T S_ts P_s.
+//   4. projection of the coupling matrices, P_t^T S_ts P_s (transform_coupling).
 // Ranks stay uniform per level (the largest node rank; smaller nodes get zero columns).
 #include <h2expr/detail/hgemv.hpp>
 #include <h2expr/detail/orthogonalize.hpp>
@@ -23,17 +23,6 @@ buffer<T, Space> identity_buffer(const context_ptr<Space>& ctx, int k) {
   std::vector<T> id(std::size_t(k) * k, T(0));
   for (int i = 0; i < k; ++i) id[std::size_t(i) * k + i] = T(1);
   return buffer<T, Space>(ctx, id);
-}
-
-// Pointer array base + offsets[i], in the space.
-template <class T, class Space>
-buffer<T*, Space> pointers(const context_ptr<Space>& ctx, T* base, const std::vector<std::int64_t>& offsets) {
-  buffer<T*, Space> p(ctx, offsets.size());
-  if (offsets.empty()) return p;
-  buffer<std::int64_t, Space> off(ctx, offsets);
-  marshal_offsets(*ctx, base, off.data(), int(offsets.size()), p.data());
-  ctx->synchronize();  // off is released on return
-  return p;
 }
 
 // Weights of a basis, per level: R_t with Z_t = R_t^T (rank x rank per node). A row basis carries the
@@ -154,36 +143,6 @@ basis_tree<T, Space> truncated_basis(h2_data<T, Space>& A, const basis_tree<T, S
     ctx->synchronize();
   }
   return N;
-}
-
-// S_b <- P_row(t)^T S_b P_col(s), from rank k to rank r, per level.
-template <class T, class Space>
-void project_coupling_truncated(h2_data<T, Space>& A, const std::vector<buffer<T, Space>>& Prow,
-                                const std::vector<buffer<T, Space>>& Pcol, const std::vector<int>& r) {
-  const auto& ctx = A.ctx;
-  const auto& blocks = A.structure.blocks();
-  for (int l = 0; l <= A.depth(); ++l) {
-    const auto& lv = blocks.coupling[l];
-    const int k = A.rank[l], rl = r[l], count = lv.blocks();
-    buffer<T, Space> S(ctx, std::size_t(count) * rl * rl);
-    if (k > 0 && rl > 0 && count > 0) {
-      std::vector<std::int64_t> ro(count), co(count), bo(count), to(count), so(count);
-      for (int t = 0; t + 1 < int(lv.row_ptr.size()); ++t)
-        for (int b = lv.row_ptr[t]; b < lv.row_ptr[t + 1]; ++b) {
-          ro[b] = std::int64_t(t) * k * k, co[b] = std::int64_t(lv.col[b]) * k * k, bo[b] = std::int64_t(b) * k * k;
-          to[b] = std::int64_t(b) * rl * k, so[b] = std::int64_t(b) * rl * rl;
-        }
-      buffer<T, Space> tmp(ctx, std::size_t(count) * rl * k);
-      auto pr = pointers(ctx, const_cast<T*>(Prow[l].data()), ro), pc = pointers(ctx, const_cast<T*>(Pcol[l].data()), co);
-      auto pb = pointers(ctx, A.coupling[l].data(), bo), pt = pointers(ctx, tmp.data(), to), pn = pointers(ctx, S.data(), so);
-      gemm_batched(*ctx, op::transpose, op::none, rl, k, k, T(1), (const T* const*)pr.data(), k,
-                   (const T* const*)pb.data(), k, T(0), pt.data(), rl, count);
-      gemm_batched(*ctx, op::none, op::none, rl, rl, k, T(1), (const T* const*)pt.data(), rl,
-                   (const T* const*)pc.data(), k, T(0), pn.data(), rl, count);
-      ctx->synchronize();
-    }
-    A.coupling[l] = std::move(S);
-  }
 }
 
 // ||A||_2 by power iteration on A^T A (HGEMV and its transpose).

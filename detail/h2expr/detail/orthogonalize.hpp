@@ -14,6 +14,17 @@
 
 namespace h2expr::detail {
 
+// Pointer array base + offsets[i], in the space.
+template <class T, class Space>
+buffer<T*, Space> pointers(const context_ptr<Space>& ctx, T* base, const std::vector<std::int64_t>& offsets) {
+  buffer<T*, Space> p(ctx, offsets.size());
+  if (offsets.empty()) return p;
+  buffer<std::int64_t, Space> off(ctx, offsets);
+  marshal_offsets(*ctx, base, off.data(), int(offsets.size()), p.data());
+  ctx->synchronize();  // off is released on return
+  return p;
+}
+
 // Columns p[i] .. cols-1 of item i (rows x cols at base + i stride, ld) set to zero. A gemm with
 // alpha = beta = 0 writes C without reading anything (BLAS semantics), on both spaces.
 template <class T, class Space>
@@ -25,9 +36,7 @@ void zero_trailing_columns(const context_ptr<Space>& ctx, T* base, std::int64_t 
     if (p[i] < cols) offsets.push_back(std::int64_t(i) * stride + std::int64_t(p[i]) * ld), widths.push_back(cols - p[i]);
   if (offsets.empty()) return;
   const int count = int(offsets.size());
-  buffer<std::int64_t, Space> off(ctx, offsets);
-  buffer<T*, Space> ptr(ctx, std::size_t(count));
-  marshal_offsets(*ctx, base, off.data(), count, ptr.data());
+  auto ptr = pointers(ctx, base, offsets);
   buffer<int, Space> m(ctx, std::vector<int>(count, rows)), n(ctx, widths), k(ctx, std::vector<int>(count, 0)),
       lds(ctx, std::vector<int>(count, ld));
   gemm_vbatched(*ctx, op::none, op::none, m.data(), n.data(), k.data(), T(0), (const T* const*)ptr.data(), lds.data(),
@@ -84,31 +93,35 @@ std::vector<buffer<T, Space>> orthogonalize_basis(const context_ptr<Space>& ctx,
   return R;
 }
 
-// S_b <- R_row(t) S_b R_col(s)^T for every coupling block b = (t, s) of every level.
+// S_b <- op_l(X_t) S_b op_r(Y_s) for every coupling block b = (t, s) of every level, from rank k to
+// rank r[l]; X and Y hold a rank x rank matrix per node (only r[l] of their rows/columns enter).
+// Orthogonalization applies R_t S R_s^T (r = k), truncation P_t^T S P_s.
 template <class T, class Space>
-void project_coupling(h2_data<T, Space>& A, const std::vector<buffer<T, Space>>& Rrow,
-                      const std::vector<buffer<T, Space>>& Rcol) {
+void transform_coupling(h2_data<T, Space>& A, const std::vector<buffer<T, Space>>& X, op op_l,
+                        const std::vector<buffer<T, Space>>& Y, op op_r, const std::vector<int>& r) {
+  const auto& ctx = A.ctx;
   const auto& blocks = A.structure.blocks();
   for (int l = 0; l <= A.depth(); ++l) {
     const auto& lv = blocks.coupling[l];
-    const int k = A.rank[l], count = lv.blocks();
-    if (k == 0 || count == 0) continue;
-    std::vector<std::int64_t> row_off(count), col_off(count), blk_off(count);
-    for (int t = 0; t + 1 < int(lv.row_ptr.size()); ++t)
-      for (int b = lv.row_ptr[t]; b < lv.row_ptr[t + 1]; ++b)
-        row_off[b] = std::int64_t(t) * k * k, col_off[b] = std::int64_t(lv.col[b]) * k * k, blk_off[b] = std::int64_t(b) * k * k;
-    buffer<std::int64_t, Space> ro(A.ctx, row_off), co(A.ctx, col_off), bo(A.ctx, blk_off);
-    buffer<T, Space> tmp(A.ctx, std::size_t(count) * k * k);
-    buffer<T*, Space> pr(A.ctx, std::size_t(count)), pc(A.ctx, std::size_t(count)), ps(A.ctx, std::size_t(count)),
-        pt(A.ctx, std::size_t(count));
-    marshal_offsets(*A.ctx, const_cast<T*>(Rrow[l].data()), ro.data(), count, pr.data());
-    marshal_offsets(*A.ctx, const_cast<T*>(Rcol[l].data()), co.data(), count, pc.data());
-    marshal_offsets(*A.ctx, A.coupling[l].data(), bo.data(), count, ps.data());
-    marshal_offsets(*A.ctx, tmp.data(), bo.data(), count, pt.data());
-    gemm_batched(*A.ctx, op::none, op::none, k, k, k, T(1), (const T* const*)pr.data(), k, (const T* const*)ps.data(), k,
-                 T(0), pt.data(), k, count);
-    gemm_batched(*A.ctx, op::none, op::transpose, k, k, k, T(1), (const T* const*)pt.data(), k,
-                 (const T* const*)pc.data(), k, T(0), ps.data(), k, count);
+    const int k = A.rank[l], rl = r[l], count = lv.blocks();
+    buffer<T, Space> S(ctx, std::size_t(count) * rl * rl);
+    if (k > 0 && rl > 0 && count > 0) {
+      std::vector<std::int64_t> xo(count), yo(count), bo(count), to(count), so(count);
+      for (int t = 0; t + 1 < int(lv.row_ptr.size()); ++t)
+        for (int b = lv.row_ptr[t]; b < lv.row_ptr[t + 1]; ++b) {
+          xo[b] = std::int64_t(t) * k * k, yo[b] = std::int64_t(lv.col[b]) * k * k, bo[b] = std::int64_t(b) * k * k;
+          to[b] = std::int64_t(b) * rl * k, so[b] = std::int64_t(b) * rl * rl;
+        }
+      buffer<T, Space> tmp(ctx, std::size_t(count) * rl * k);
+      auto px = pointers(ctx, const_cast<T*>(X[l].data()), xo), py = pointers(ctx, const_cast<T*>(Y[l].data()), yo);
+      auto pb = pointers(ctx, A.coupling[l].data(), bo), pt = pointers(ctx, tmp.data(), to), pn = pointers(ctx, S.data(), so);
+      gemm_batched(*ctx, op_l, op::none, rl, k, k, T(1), (const T* const*)px.data(), k, (const T* const*)pb.data(), k,
+                   T(0), pt.data(), rl, count);
+      gemm_batched(*ctx, op::none, op_r, rl, rl, k, T(1), (const T* const*)pt.data(), rl, (const T* const*)py.data(), k,
+                   T(0), pn.data(), rl, count);
+      ctx->synchronize();  // tmp and the pointer arrays are released on return
+    }
+    A.coupling[l] = std::move(S);
   }
 }
 
@@ -117,10 +130,10 @@ void orthogonalize(h2_data<T, Space>& A) {
   const auto& tree = A.structure.row_tree();
   auto Rrow = orthogonalize_basis(A.ctx, *A.row_basis, A.rank, A.m_max, tree);
   if (A.col_basis == A.row_basis) {
-    project_coupling(A, Rrow, Rrow);
+    transform_coupling(A, Rrow, op::none, Rrow, op::transpose, A.rank);
   } else {
     auto Rcol = orthogonalize_basis(A.ctx, *A.col_basis, A.rank, A.m_max, A.structure.col_tree());
-    project_coupling(A, Rrow, Rcol);
+    transform_coupling(A, Rrow, op::none, Rcol, op::transpose, A.rank);
   }
   A.ctx->synchronize();  // the temporaries of the last level go away with this scope
 }
