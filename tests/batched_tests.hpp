@@ -183,10 +183,13 @@ TYPED_TEST_P(batched_test, qr_column_pivoted_reveals_rank) {
   for (int i = 0; i < count; ++i) {
     const int m = r.uniform_int(1, 80), n = r.uniform_int(1, 40), p = std::min(m, n);
     const int rank = i % 3 == 0 ? p : r.uniform_int(0, p);  // a third full rank, the rest deficient
-    dense<double> x = r.template normal<double>(m, rank), y = r.template normal<double>(rank, n);
-    // Graded over one decade: column pivoting sees the decay, and sigma_rank stays far above the
-    // tolerance (float rounding is ~1e-6 relative), so the expected rank is unambiguous.
-    for (int j = 0; j < rank; ++j) x.col(j) *= std::pow(10.0, -1.0 * j / std::max(rank, 1));
+    // Exactly known singular values 10^(-j/rank) in [0.1, 1] (orthonormal factors around a graded
+    // diagonal): far above the tolerance, and float rounding (~1e-6) far below it, so the rank is unambiguous.
+    const dense<double> qm = Eigen::HouseholderQR<dense<double>>(r.template normal<double>(m, m)).householderQ();
+    const dense<double> qn = Eigen::HouseholderQR<dense<double>>(r.template normal<double>(n, n)).householderQ();
+    Eigen::VectorXd sv(rank);
+    for (int j = 0; j < rank; ++j) sv(j) = std::pow(10.0, -1.0 * j / std::max(rank, 1));
+    const dense<double> x = qm.leftCols(rank) * sv.asDiagonal(), y = qn.leftCols(rank).transpose();
     a.push_back((x * y).template cast<T>());
     rr.push_back(nan_matrix<T>(p, n));
     ms.push_back(m), ns.push_back(n), ranks.push_back(rank);
