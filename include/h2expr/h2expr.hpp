@@ -1,5 +1,7 @@
 #pragma once
 // h2expr: H2 hierarchical matrix algebra on CPUs and GPUs. The one header users include.
+#include <h2expr/batched_ara.hpp>
+#include <h2expr/batched_sampler.hpp>
 #include <h2expr/build_options.hpp>
 #include <h2expr/compress.hpp>
 #include <h2expr/context.hpp>

@@ -8,6 +8,7 @@
 //   cpqr_vbatched    A_i P_i = Q_i R_i (column pivoting), numerical rank at a relative tolerance
 //   svd_vbatched     A_i := U_i, S_i, V_i (thin)
 //   potrf_batched / potrf_vbatched   lower Cholesky in place; float data factored in double
+//   gram_vbatched / cholqr_factor_vbatched   mixed-precision Cholesky QR of sample blocks (ARA)
 //   trsm_batched / trsm_vbatched     B_i := alpha op(A_i)^{-1} B_i or alpha B_i op(A_i)^{-1}
 //   fill_random / fill_random_vbatched   standard normal or uniform [0,1), reproducible from a seed
 //   marshal_strided / marshal_offsets    pointer arrays of batch items
@@ -18,6 +19,7 @@
 #include <h2expr/detail/blas_types.hpp>
 #include <h2expr/detail/host/bsr.hpp>
 #include <h2expr/detail/host/cholesky.hpp>
+#include <h2expr/detail/host/cholesky_qr.hpp>
 #include <h2expr/detail/host/evaluate.hpp>
 #include <h2expr/detail/host/gemm.hpp>
 #include <h2expr/detail/host/marshal.hpp>
@@ -28,6 +30,7 @@
 #if defined(__CUDACC__)
 #include <h2expr/detail/cuda/bsr.cuh>
 #include <h2expr/detail/cuda/cholesky.cuh>
+#include <h2expr/detail/cuda/cholesky_qr.cuh>
 #include <h2expr/detail/cuda/evaluate.cuh>
 #include <h2expr/detail/cuda/gemm.cuh>
 #include <h2expr/detail/cuda/marshal.cuh>

@@ -59,6 +59,9 @@ class block_batch {
   view<T, Space> item(int i) {
     return {storage_.data() + offsets_host_[i], rows_host_[i], cols_host_[i], std::max(rows_host_[i], 1), ctx_.get()};
   }
+  const_view<T, Space> item(int i) const {
+    return {storage_.data() + offsets_host_[i], rows_host_[i], cols_host_[i], std::max(rows_host_[i], 1), ctx_.get()};
+  }
 
  private:
   context_ptr<Space> ctx_;
