@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: build everything for the GPU (sm_90 by default) from the staged
 # dependencies, run the whole test suite (host and CUDA), compute-sanitizer (memcheck, racecheck) on
-# the CUDA tests, the CUDA demo, and the benchmarks. Logs go to $OUT (or ./gpu-out): build, ctest,
+# the CUDA tests, the CUDA examples, and the benchmarks. Logs go to $OUT (or ./gpu-out): build, ctest,
 # sanitizer and one file per benchmark (the device tool brings back 8 files; keep one for a tee'd log).
 #   ../shared/tools/stage-deps.sh .   # once, on the development machine: fills .deps/
 #   scripts/gpu-check.sh [arch] [bench-scale]
@@ -41,12 +41,14 @@ for t in build-gpu/tests/test_*_cuda; do
   done
 done
 
-echo "=== demo"
+echo "=== examples"
 build-gpu/examples/demo_cuda || status=1
+build-gpu/examples/low_rank_batch_cuda || status=1
 
 echo "=== benchmarks"
 for b in build-gpu/benchmarks/bench_*_cuda; do
-  args=(); [ "$(basename "$b")" = bench_batched_cuda ] && args=("$scale")  # the others take their own sizes
+  args=()  # batched and ARA take a batch-size scale; the others their own sizes
+  case "$(basename "$b")" in bench_batched_cuda | bench_ara_cuda) args=("$scale") ;; esac
   "$b" "${args[@]}" > "$out/$(basename "$b").txt" 2>&1 || status=1
   cat "$out/$(basename "$b").txt"
 done
