@@ -22,7 +22,8 @@ namespace h2expr {
 
 // Members in this order, so designated initializers work in any subset.
 struct ara_options {
-  int max_rank = 0;                        // per item; 0: no cap but the item's size
+  int max_rank = 0;                        // per item; 0: no cap but the item's size. The basis of item i
+                                           // takes rows_i x (cap + max(block_size, r)) of workspace
   int block_size = 32;                     // samples per round and item, 1..64
   int converge_samples = 10;               // r: consecutive small samples that end an item
   std::uint64_t seed = 0x2545f4914f6cdd1dull;

@@ -4,7 +4,7 @@
 // info array lives in the context's space (device memory for CUDA); max_* bound the item sizes.
 //
 //   gemm_batched / gemm_strided_batched / gemm_vbatched   C_i = alpha op(A_i) op(B_i) + beta C_i
-//   qr_vbatched      A_i := Q_i (thin), R_i upper trapezoidal
+//   qr_vbatched      A_i := Q_i (thin), R_i upper trapezoidal; qr_r_vbatched: R_i alone
 //   cpqr_vbatched    A_i P_i = Q_i R_i (column pivoting), numerical rank at a relative tolerance
 //   svd_vbatched     A_i := U_i, S_i, V_i (thin)
 //   potrf_batched / potrf_vbatched   lower Cholesky in place; float data factored in double

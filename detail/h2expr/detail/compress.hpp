@@ -75,7 +75,7 @@ std::vector<buffer<T, Space>> basis_weights(h2_data<T, Space>& A, const basis_tr
                              W.data() + std::int64_t(h) * H * k, H, std::int64_t(2) * H * k, nodes / 2);
     std::vector<int> m(nodes);
     for (int t = 0; t < nodes; ++t) m[t] = std::max(height[t], 1);  // an empty node: one zero row, R = 0
-    qr_items<T, Space>(ctx, W.data(), std::int64_t(H) * k, H, m, k, R[l].data());
+    qr_items<T, Space>(ctx, W.data(), std::int64_t(H) * k, H, m, k, R[l].data(), /*form_q=*/false);
     ctx->synchronize();
   }
   return R;

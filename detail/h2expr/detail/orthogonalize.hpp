@@ -43,11 +43,12 @@ void zero_trailing_columns(const context_ptr<Space>& ctx, T* base, std::int64_t 
                 (const T* const*)ptr.data(), lds.data(), T(0), ptr.data(), lds.data(), count, rows, cols, 0);
 }
 
-// Thin QR of `count` items (m[i] x n at base + i stride, ld), Q in place, R (n x n per item, zero
-// below the diagonal and in rows past min(m[i], n)) into R.
+// Thin QR of `count` items (m[i] x n at base + i stride, ld), Q in place (unless !form_q: then the
+// items are left unspecified), R (n x n per item, zero below the diagonal and in rows past
+// min(m[i], n)) into R.
 template <class T, class Space>
 void qr_items(const context_ptr<Space>& ctx, T* base, std::int64_t stride, int ld, const std::vector<int>& m, int n,
-              T* R) {
+              T* R, bool form_q = true) {
   const int count = int(m.size());
   if (count == 0 || n == 0) return;
   fill(*ctx, R, std::size_t(count) * n * n, T(0));
@@ -56,8 +57,12 @@ void qr_items(const context_ptr<Space>& ctx, T* base, std::int64_t stride, int l
   buffer<T*, Space> P(ctx, std::size_t(count)), PR(ctx, std::size_t(count));
   marshal_strided(*ctx, base, stride, count, P.data());
   marshal_strided(*ctx, R, std::int64_t(n) * n, count, PR.data());
-  qr_vbatched(*ctx, M.data(), N.data(), P.data(), LD.data(), PR.data(), LDR.data(), count,
-              *std::max_element(m.begin(), m.end()), n);
+  const int max_m = *std::max_element(m.begin(), m.end());
+  if (!form_q) {
+    qr_r_vbatched(*ctx, M.data(), N.data(), P.data(), LD.data(), PR.data(), LDR.data(), count, max_m, n);
+    return;
+  }
+  qr_vbatched(*ctx, M.data(), N.data(), P.data(), LD.data(), PR.data(), LDR.data(), count, max_m, n);
   std::vector<int> p(count);
   for (int i = 0; i < count; ++i) p[i] = std::min(m[i], n);
   zero_trailing_columns<T, Space>(ctx, base, stride, ld, ld, n, p);

@@ -21,7 +21,7 @@ namespace h2expr::detail::kernels {
 template <class T, bool Pivot>
 __global__ void __launch_bounds__(256) qr_vbatched(const int* m_, const int* n_, T* const* A_, const int* lda_,
                                                    T* const* R_, const int* ldr_, int* const* perm_, int* rank_,
-                                                   T rel_tol, int max_n, int first_item) {
+                                                   T rel_tol, bool form_q, int max_n, int first_item) {
   extern __shared__ double qr_shared[];
   double* red = qr_shared;
   double* norms = qr_shared + 32;
@@ -124,6 +124,7 @@ __global__ void __launch_bounds__(256) qr_vbatched(const int* m_, const int* n_,
       rank_[item] = rank;
     }
   }
+  if (!form_q) return;  // R only: the reflectors stay in A
   __syncthreads();  // R is read before Q overwrites it
 
   // Q = H_0 ... H_{p-1} [I; 0], backwards and in place (LAPACK's dorg2r).
@@ -148,7 +149,8 @@ namespace h2expr::detail {
 
 template <class T, bool Pivot>
 void qr_launch(context<cuda>& c, const int* m, const int* n, T* const* A, const int* lda, T* const* R,
-               const int* ldr, int* const* perm, int* rank, T rel_tol, int count, int max_m, int max_n) {
+               const int* ldr, int* const* perm, int* rank, T rel_tol, int count, int max_m, int max_n,
+               bool form_q = true) {
   if (count <= 0) return;
   const int max_p = std::min(max_m, max_n);
   const std::size_t shared = (32 + (Pivot ? std::size_t(max_n) : 0)) * sizeof(double) +
@@ -158,7 +160,7 @@ void qr_launch(context<cuda>& c, const int* m, const int* n, T* const* A, const 
   for (int first = 0; first < count; first += 65535) {  // grid.y limit
     const int items = std::min(count - first, 65535);
     kernels::qr_vbatched<T, Pivot><<<dim3(1, items), 256, shared, c.stream()>>>(m, n, A, lda, R, ldr, perm, rank,
-                                                                                 rel_tol, max_n, first);
+                                                                                 rel_tol, form_q, max_n, first);
     H2EXPR_CUDA_LAUNCHED();
   }
 }
@@ -169,6 +171,14 @@ template <class T>
 void qr_vbatched(context<cuda>& c, const int* m, const int* n, T* const* A, const int* lda, T* const* R,
                  const int* ldr, int count, int max_m, int max_n) {
   qr_launch<T, false>(c, m, n, A, lda, R, ldr, nullptr, nullptr, T(0), count, max_m, max_n);
+}
+
+// R_i (p x n) only, for callers that need the triangle alone (compression's weights): Q is not formed,
+// which halves the work; A_i is left holding the Householder reflectors.
+template <class T>
+void qr_r_vbatched(context<cuda>& c, const int* m, const int* n, T* const* A, const int* lda, T* const* R,
+                   const int* ldr, int count, int max_m, int max_n) {
+  qr_launch<T, false>(c, m, n, A, lda, R, ldr, nullptr, nullptr, T(0), count, max_m, max_n, /*form_q=*/false);
 }
 
 // A_i P_i = Q_i R_i with |R_jj| non-increasing; perm_i[j] = original index of column j;

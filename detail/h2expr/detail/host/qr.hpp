@@ -24,6 +24,20 @@ void qr_vbatched(context<host>&, const int* m, const int* n, T* const* A, const 
   }
 }
 
+// R_i (p x n) only, for callers that need the triangle alone (compression's weights): Q is not formed,
+// which halves the work. A_i's contents are unspecified on exit.
+template <class T>
+void qr_r_vbatched(context<host>&, const int* m, const int* n, T* const* A, const int* lda, T* const* R,
+                   const int* ldr, int count, int /*max_m*/, int /*max_n*/) {
+#pragma omp parallel for schedule(dynamic)
+  for (int i = 0; i < count; ++i) {
+    const int p = std::min(m[i], n[i]);
+    auto a = map_block(A[i], m[i], n[i], lda[i]);
+    Eigen::HouseholderQR<Eigen::Ref<dense<T>, 0, Eigen::OuterStride<>>> qr(a);  // in place, in A's storage
+    map_block(R[i], p, n[i], ldr[i]) = qr.matrixQR().topRows(p).template triangularView<Eigen::Upper>();
+  }
+}
+
 // A_i P_i = Q_i R_i with |R_jj| non-increasing. A_i := Q_i (m x p); R_i (p x n);
 // perm_i[j] = original index of the column in position j; rank_i = #{j : |R_jj| > rel_tol |R_00|}.
 template <class T>
