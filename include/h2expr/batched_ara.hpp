@@ -111,40 +111,53 @@ low_rank_batch<T, Space> batched_ara(const batched_sampler<T, Space>& M, double 
 
   // An item whose basis reached its full size min(rows, cols) is represented exactly instead: its last
   // columns came from residuals near T's rounding level, which need not span what was left (seen in
-  // float at tol 1e-4). rows <= cols: Q = I; rows > cols: Q = orth(M I), by Householder QR.
+  // float at tol 1e-4). rows <= cols: Q = I; rows > cols: Q = orth(M I), by Householder QR. One upload
+  // of identities and one batched call per group, however many items there are.
   {
-    std::vector<int> items_qr, m_qr, n_qr, ld_qr;
-    std::vector<T*> out_qr;
-    std::vector<const T*> in_qr;
-    std::vector<std::size_t> eye_offset;
+    std::vector<int> id_items, id_n, id_ld, qr_items, qr_m, qr_n, qr_ld;
+    std::vector<std::size_t> id_offset, qr_offset;
     std::size_t eye_size = 0;
     for (int i = 0; i < count; ++i) {
       if (full[i] == 0 || rf.state(i).columns < full[i]) continue;
-      if (rows[i] <= cols[i]) {
-        std::vector<T> eye(std::size_t(rows[i]) * std::size_t(rows[i]), T(0));
-        for (int j = 0; j < rows[i]; ++j) eye[std::size_t(j) * (rows[i] + 1)] = T(1);
-        detail::upload_2d(c, std::size_t(rows[i]), std::size_t(rows[i]), eye.data(), std::size_t(rows[i]),
-                          rf.basis(i), std::size_t(rf.ld(i)));
-        continue;
-      }
-      items_qr.push_back(i), m_qr.push_back(rows[i]), n_qr.push_back(cols[i]), ld_qr.push_back(rf.ld(i));
-      out_qr.push_back(rf.basis(i)), eye_offset.push_back(eye_size);
-      eye_size += std::size_t(cols[i]) * std::size_t(cols[i]);
+      const int k = full[i];  // the identity's size: rows (Q itself) or cols (M's input)
+      if (rows[i] <= cols[i]) id_items.push_back(i), id_n.push_back(k), id_ld.push_back(rf.ld(i)), id_offset.push_back(eye_size);
+      else
+        qr_items.push_back(i), qr_m.push_back(rows[i]), qr_n.push_back(k), qr_ld.push_back(rf.ld(i)),
+            qr_offset.push_back(eye_size);
+      eye_size += std::size_t(k) * std::size_t(k);
     }
-    if (!items_qr.empty()) {
+    if (eye_size > 0) {
       std::vector<T> eyes(eye_size, T(0));
-      int max_m = 0, max_n = 0;
-      for (std::size_t p = 0; p < items_qr.size(); ++p) {
-        for (int j = 0; j < n_qr[p]; ++j) eyes[eye_offset[p] + std::size_t(j) * (n_qr[p] + 1)] = T(1);
-        max_m = std::max(max_m, m_qr[p]), max_n = std::max(max_n, n_qr[p]);
+      for (int i = 0, o = 0; i < count; ++i) {
+        if (full[i] == 0 || rf.state(i).columns < full[i]) continue;
+        for (int j = 0; j < full[i]; ++j) eyes[std::size_t(o) + std::size_t(j) * (full[i] + 1)] = T(1);
+        o += full[i] * full[i];
       }
       detail::buffer<T, Space> eyes_d(ctx, eyes);
-      for (std::size_t p = 0; p < items_qr.size(); ++p) in_qr.push_back(eyes_d.data() + eye_offset[p]);
-      M.apply(sample_batch<T, Space>(ctx, false, items_qr, n_qr, m_qr, n_qr, in_qr, n_qr, out_qr, ld_qr));
-      detail::buffer<int, Space> m_d(ctx, m_qr), n_d(ctx, n_qr), ld_d(ctx, ld_qr);
-      detail::buffer<T*, Space> a_d(ctx, out_qr);
-      detail::qr_vbatched<T>(c, m_d.data(), n_d.data(), a_d.data(), ld_d.data(), nullptr, nullptr,
-                             int(items_qr.size()), max_m, max_n);
+      auto eye = [&](std::size_t offset) { return eyes_d.data() + offset; };
+      if (!id_items.empty()) {  // Q = I I: the identity, written by one batched product (exact)
+        const int n = int(id_items.size()), max_k = *std::max_element(id_n.begin(), id_n.end());
+        std::vector<T*> e(n), q(n);
+        for (int p = 0; p < n; ++p) e[p] = eye(id_offset[p]), q[p] = rf.basis(id_items[p]);
+        detail::buffer<int, Space> sizes_d(ctx, detail::concatenate<int>({id_n, id_ld}));
+        detail::buffer<T*, Space> ptr_d(ctx, detail::concatenate<T*>({e, q}));
+        const T* const* e_d = ptr_d.data();
+        detail::gemm_vbatched<T>(c, detail::op::none, detail::op::none, sizes_d.data(), sizes_d.data(), sizes_d.data(),
+                                 T(1), e_d, sizes_d.data(), e_d, sizes_d.data(), T(0), ptr_d.data() + n,
+                                 sizes_d.data() + n, n, max_k, max_k, max_k);
+      }
+      if (!qr_items.empty()) {  // Q = M I, then its Householder Q in place
+        const int n = int(qr_items.size());
+        std::vector<const T*> in(n);
+        std::vector<T*> out(n);
+        for (int p = 0; p < n; ++p) in[p] = eye(qr_offset[p]), out[p] = rf.basis(qr_items[p]);
+        M.apply(sample_batch<T, Space>(ctx, false, qr_items, qr_n, qr_m, qr_n, in, qr_n, out, qr_ld));
+        detail::buffer<int, Space> sizes_d(ctx, detail::concatenate<int>({qr_m, qr_n, qr_ld}));
+        detail::buffer<T*, Space> a_d(ctx, out);
+        detail::qr_vbatched<T>(c, sizes_d.data(), sizes_d.data() + n, a_d.data(), sizes_d.data() + 2 * n, nullptr,
+                               nullptr, n, *std::max_element(qr_m.begin(), qr_m.end()),
+                               *std::max_element(qr_n.begin(), qr_n.end()));
+      }
     }
   }
 

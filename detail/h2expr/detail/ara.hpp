@@ -58,7 +58,6 @@ struct ara_item_state {
 // written as a rows[p] x samples[p] block at outputs[p] (leading dimension ld[p], space memory).
 template <class T>
 struct ara_round {
-  int number = 0;
   std::uint64_t seed = 0;
   std::vector<int> items, rows, samples, ld;
   std::vector<T*> outputs;
@@ -130,7 +129,6 @@ class range_finder {
     for (auto& s : state_) max_rounds = std::max(max_rounds, s.round_limit + 1);
     for (int round = 0; round < max_rounds; ++round) {
       ara_round<T> req;
-      req.number = round;
       req.seed = splitmix64(seed + 0x632be59bd9b4e019ull * std::uint64_t(round + 1));
       std::vector<int> cols_q, ldz;
       std::vector<T*> y, yt, q, qnew, z, w;
