@@ -27,56 +27,30 @@ compress_report compress(h2_matrix<T, Space>& A, double tol) {
                                      "compress: the tolerance must be in (0, 1), got " + std::to_string(tol));
   auto& d = A.data();
   detail::require(d.row_basis != nullptr, "compress of an empty H2 matrix");
-  using clock = std::chrono::steady_clock;
-  auto since = [](clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); };
   compress_report rep;
   rep.memory_before = d.bytes();
   rep.ranks_before = d.rank;
   const h2_matrix<T, Space> before = A;  // for the error estimate
   rep.norm_estimate = detail::norm_estimate(d);
 
-  auto t0 = clock::now();
-  detail::orthogonalize(d);
-  rep.seconds_orthogonalize = since(t0);
-
-  t0 = clock::now();
-  const bool shared = d.row_basis == d.col_basis;
-  auto Zr = detail::basis_weights(d, *d.row_basis, true, shared);
-  std::vector<detail::buffer<T, Space>> Zc;
-  if (!shared) Zc = detail::basis_weights(d, *d.col_basis, false, true);
-  rep.seconds_weights = since(t0);
-
-  t0 = clock::now();
   // Every level truncates its own part of the operator: splitting the budget over the levels keeps the
   // total 2-norm error at about tol ||A||_2 rather than a multiple of it.
   const double eps = tol * rep.norm_estimate / std::sqrt(double(d.depth() + 1));
-  std::vector<std::vector<int>> nr, nc;
-  auto Pr = detail::truncation_bases(d, Zr, eps, nr);
-  std::vector<detail::buffer<T, Space>> Pc;
-  if (!shared) Pc = detail::truncation_bases(d, Zc, eps, nc);
+  detail::compress_phases ph;
+  const auto node_ranks = detail::recompress(d, detail::keep_above{eps}, &ph);
+  rep.seconds_orthogonalize = ph.orthogonalize, rep.seconds_weights = ph.weights;
+  rep.seconds_truncation = ph.truncation, rep.seconds_projection = ph.projection;
   const int L = d.depth();
-  std::vector<int> r(L + 1, 0);
   rep.node_rank_min.assign(L + 1, 0), rep.node_rank_max.assign(L + 1, 0), rep.node_rank_avg.assign(L + 1, 0);
   for (int l = 0; l <= L; ++l) {
-    std::vector<int> all = nr[l];
-    if (!shared) all.insert(all.end(), nc[l].begin(), nc[l].end());
+    const auto& all = node_ranks[l];
     int lo = all.empty() ? 0 : all[0], hi = 0;
     double sum = 0;
     for (int v : all) lo = std::min(lo, v), hi = std::max(hi, v), sum += v;
-    r[l] = hi;
     rep.node_rank_min[l] = lo, rep.node_rank_max[l] = hi, rep.node_rank_avg[l] = all.empty() ? 0 : sum / all.size();
   }
-  auto row = std::make_shared<detail::basis_tree<T, Space>>(detail::truncated_basis(d, *d.row_basis, Pr, r));
-  auto col = shared ? row : std::make_shared<detail::basis_tree<T, Space>>(detail::truncated_basis(d, *d.col_basis, Pc, r));
-  rep.seconds_truncation = since(t0);
-
-  t0 = clock::now();
-  detail::transform_coupling(d, Pr, detail::op::transpose, shared ? Pr : Pc, detail::op::none, r);
-  d.row_basis = row, d.col_basis = col, d.rank = r;
-  d.ctx->synchronize();
-  rep.seconds_projection = since(t0);
   rep.memory_after = d.bytes();
-  rep.ranks_after = r;
+  rep.ranks_after = d.rank;
 
   // ||A_before - A_after||_2 by power iteration on the difference (the peer's error measure).
   auto x = matrix<T, Space>::random(A.cols(), 1, 777, d.ctx);

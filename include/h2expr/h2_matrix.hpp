@@ -59,6 +59,7 @@ class h2_matrix {
     for (int l = 1; l <= L; ++l)
       basis->transfers[l] = detail::buffer<T, Space>(d.ctx, detail::chebyshev_transfers<T>(boxes, l));
     d.row_basis = d.col_basis = basis;
+    d.symmetric = detail::is_symmetric_kernel<Kernel>::value;
 
     // Coupling matrices: kernel values between the interpolation points of the two clusters.
     auto& c = *d.ctx;
@@ -121,6 +122,9 @@ class h2_matrix {
   const ::h2expr::structure<T>& structure() const { return d_.structure; }
   // Storage of bases, transfer, coupling and dense blocks (padding included), in bytes.
   std::size_t memory_bytes() const { return d_.bytes(); }
+  // Whether the matrix is known to be symmetric (built from a symmetric kernel, or by hara from a
+  // symmetric operator); hara then samples it as such.
+  bool symmetric() const { return d_.symmetric; }
   // Rank of the bases per level 0..depth.
   const std::vector<int>& ranks() const { return d_.rank; }
   ::h2expr::context<Space>& context() const { return *d_.ctx; }

@@ -7,10 +7,13 @@
 #include <h2expr/context.hpp>
 #include <h2expr/error.hpp>
 #include <h2expr/h2_matrix.hpp>
+#include <h2expr/hara.hpp>
 #include <h2expr/kernels.hpp>
 #include <h2expr/orthogonalize.hpp>
 #include <h2expr/matrix.hpp>
 #include <h2expr/point_cloud.hpp>
+#include <h2expr/sampler.hpp>
+#include <h2expr/samplers/product.hpp>
 #include <h2expr/space.hpp>
 #include <h2expr/structure.hpp>
 #include <h2expr/view.hpp>

@@ -27,6 +27,11 @@ template <class K, class = void>
 struct is_device_kernel : std::false_type {};
 template <class K>
 struct is_device_kernel<K, std::void_t<decltype(K::device_callable)>> : std::bool_constant<K::device_callable> {};
+// Kernels that declare `symmetric = true` give symmetric matrices (hara samples them as such).
+template <class K, class = void>
+struct is_symmetric_kernel : std::false_type {};
+template <class K>
+struct is_symmetric_kernel<K, std::void_t<decltype(K::symmetric)>> : std::bool_constant<K::symmetric> {};
 }  // namespace detail
 
 namespace kernels {
@@ -35,6 +40,7 @@ namespace kernels {
 struct exponential {
   double length = 0.1;
   static constexpr bool device_callable = true;
+  static constexpr bool symmetric = true;  // k(x, y) = k(y, x): the matrix is symmetric
   template <class T, std::size_t D>
   H2EXPR_HOST_DEVICE T operator()(const std::array<T, D>& x, const std::array<T, D>& y) const {
     return exp(-detail::distance(x, y) / T(length));
@@ -45,6 +51,7 @@ struct exponential {
 struct gaussian {
   double length = 0.1;
   static constexpr bool device_callable = true;
+  static constexpr bool symmetric = true;  // k(x, y) = k(y, x): the matrix is symmetric
   template <class T, std::size_t D>
   H2EXPR_HOST_DEVICE T operator()(const std::array<T, D>& x, const std::array<T, D>& y) const {
     const T r = detail::distance(x, y) / T(length);
@@ -56,6 +63,7 @@ struct gaussian {
 struct matern {
   double length = 0.1;
   static constexpr bool device_callable = true;
+  static constexpr bool symmetric = true;  // k(x, y) = k(y, x): the matrix is symmetric
   template <class T, std::size_t D>
   H2EXPR_HOST_DEVICE T operator()(const std::array<T, D>& x, const std::array<T, D>& y) const {
     const T s = T(1.7320508075688772) * detail::distance(x, y) / T(length);
@@ -67,6 +75,7 @@ struct matern {
 struct inverse_distance {
   double delta = 1e-3;
   static constexpr bool device_callable = true;
+  static constexpr bool symmetric = true;  // k(x, y) = k(y, x): the matrix is symmetric
   template <class T, std::size_t D>
   H2EXPR_HOST_DEVICE T operator()(const std::array<T, D>& x, const std::array<T, D>& y) const {
     const T r = detail::distance(x, y);

@@ -82,9 +82,10 @@ std::vector<buffer<T, Space>> basis_weights(h2_data<T, Space>& A, const basis_tr
 }
 
 // Truncation bases per level: P_t (rank x new rank, zero columns past the node's own rank) from the
-// SVD of the weights; returns the node ranks per level through `node_ranks`.
-template <class T, class Space>
-std::vector<buffer<T, Space>> truncation_bases(h2_data<T, Space>& A, std::vector<buffer<T, Space>>& R, double eps,
+// SVD of the weights; `choose(l, sigma, k)` picks the node ranks of level l from the singular values
+// (k per node, descending, nodes one after another); returns them through `node_ranks`.
+template <class T, class Space, class Choose>
+std::vector<buffer<T, Space>> truncation_bases(h2_data<T, Space>& A, std::vector<buffer<T, Space>>& R, Choose&& choose,
                                                std::vector<std::vector<int>>& node_ranks) {
   const auto& ctx = A.ctx;
   const int L = A.depth();
@@ -103,16 +104,23 @@ std::vector<buffer<T, Space>> truncation_bases(h2_data<T, Space>& A, std::vector
     marshal_strided(*ctx, P[l].data(), std::int64_t(k) * k, nodes, pv.data());
     // R_t = U S V^T, so Z_t = R_t^T = V S U^T: its left singular vectors are V.
     svd_vbatched(*ctx, M.data(), M.data(), pa.data(), LD.data(), ps.data(), pv.data(), LD.data(), nodes, k, k);
-    const auto sigma = S.to_host();
-    for (int t = 0; t < nodes; ++t) {
-      int r = 0;
-      while (r < k && double(sigma[std::size_t(t) * k + r]) > eps) ++r;
-      node_ranks[l][t] = r;
-    }
+    node_ranks[l] = choose(l, S.to_host(), k);
     zero_trailing_columns<T, Space>(ctx, P[l].data(), std::int64_t(k) * k, k, k, k, node_ranks[l]);
   }
   return P;
 }
+
+// Node ranks that keep every singular value above eps (an absolute 2-norm threshold).
+struct keep_above {
+  double eps;
+  template <class T>
+  std::vector<int> operator()(int, const std::vector<T>& sigma, int k) const {
+    std::vector<int> r(sigma.size() / std::size_t(std::max(k, 1)), 0);
+    for (std::size_t t = 0; t < r.size(); ++t)
+      while (r[t] < k && double(sigma[t * k + r[t]]) > eps) ++r[t];
+    return r;
+  }
+};
 
 // The new basis tree: leaves U_t P_t, transfers P_c^T E_c P_p, with ranks r (per level).
 template <class T, class Space>
@@ -161,6 +169,53 @@ double norm_estimate(const h2_data<T, Space>& A, int iterations = 20) {
     hgemv(A, op::transpose, const_view<T, Space>(y.view()), x.view());
   }
   return sigma;
+}
+
+// Seconds per phase of a recompression.
+struct compress_phases {
+  double orthogonalize = 0, weights = 0, truncation = 0, projection = 0;
+};
+
+// Steps 1-4 in place; `choose` picks the node ranks from the weights' singular values (see
+// truncation_bases). Returns the node ranks per level (rows, then columns for separate bases); ranks
+// become uniform per level at the largest node rank.
+template <class T, class Space, class Choose>
+std::vector<std::vector<int>> recompress(h2_data<T, Space>& d, Choose&& choose, compress_phases* phases = nullptr) {
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  auto lap = [&](double compress_phases::*slot) {
+    d.ctx->synchronize();
+    const auto now = clock::now();
+    if (phases) phases->*slot += std::chrono::duration<double>(now - t0).count();
+    t0 = now;
+  };
+  orthogonalize(d);
+  lap(&compress_phases::orthogonalize);
+
+  const bool shared = d.row_basis == d.col_basis;
+  auto Zr = basis_weights(d, *d.row_basis, true, shared);
+  std::vector<buffer<T, Space>> Zc;
+  if (!shared) Zc = basis_weights(d, *d.col_basis, false, true);
+  lap(&compress_phases::weights);
+
+  std::vector<std::vector<int>> nr, nc;
+  auto Pr = truncation_bases(d, Zr, choose, nr);
+  std::vector<buffer<T, Space>> Pc;
+  if (!shared) Pc = truncation_bases(d, Zc, choose, nc);
+  const int L = d.depth();
+  std::vector<int> r(L + 1, 0);
+  for (int l = 0; l <= L; ++l) {
+    if (!shared) nr[l].insert(nr[l].end(), nc[l].begin(), nc[l].end());
+    for (int v : nr[l]) r[l] = std::max(r[l], v);
+  }
+  auto row = std::make_shared<basis_tree<T, Space>>(truncated_basis(d, *d.row_basis, Pr, r));
+  auto col = shared ? row : std::make_shared<basis_tree<T, Space>>(truncated_basis(d, *d.col_basis, Pc, r));
+  lap(&compress_phases::truncation);
+
+  transform_coupling(d, Pr, op::transpose, shared ? Pr : Pc, op::none, r);
+  d.row_basis = row, d.col_basis = col, d.rank = r;
+  lap(&compress_phases::projection);
+  return nr;
 }
 
 }  // namespace h2expr::detail

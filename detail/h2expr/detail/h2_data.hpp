@@ -78,6 +78,7 @@ struct h2_data {
   std::vector<buffer<T, Space>> coupling;  // per level: blocks(l) of rank[l] x rank[l], row order
   buffer<T, Space> dense;                  // dense leaves, m_max x m_max each (zero padded), row order
   std::shared_ptr<const space_structure<Space>> arrays;
+  bool symmetric = false;  // known to equal its transpose (a symmetric kernel, or built so by hara)
 
   int depth() const { return structure.depth(); }
   std::size_t bytes() const {
@@ -87,7 +88,7 @@ struct h2_data {
   }
   h2_data clone() const {
     h2_data c;
-    c.ctx = ctx, c.structure = structure, c.m_max = m_max, c.rank = rank, c.arrays = arrays;
+    c.ctx = ctx, c.structure = structure, c.m_max = m_max, c.rank = rank, c.arrays = arrays, c.symmetric = symmetric;
     c.row_basis = std::make_shared<basis_tree<T, Space>>(row_basis->clone());
     c.col_basis = col_basis == row_basis ? c.row_basis : std::make_shared<basis_tree<T, Space>>(col_basis->clone());
     for (const auto& b : coupling) c.coupling.push_back(detail::clone(b));

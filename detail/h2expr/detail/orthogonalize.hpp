@@ -3,7 +3,8 @@
 // an upsweep of batched QR. Leaves: U_t = Q_t R_t. Level by level upwards: the stacked transfers of
 // a parent, premultiplied by the children's R, [R_c1 E_c1; R_c2 E_c2] = Q R_parent, and Q becomes the
 // new stacked transfer. The coupling matrices absorb the factors: S_ts <- R^U_t S_ts (R^V_s)^T, so the
-// operator is unchanged. Ranks stay uniform per level: a node with fewer points than its rank keeps
+// operator is unchanged. Ranks stay uniform per level, capped at what an orthonormal basis can hold
+// (m_max at the leaves, twice the children's rank above): a node with fewer points than its rank keeps
 // zero columns (its basis is orthonormal on the columns it has).
 #include <h2expr/detail/batched.hpp>
 #include <h2expr/detail/h2_data.hpp>
@@ -68,31 +69,71 @@ void qr_items(const context_ptr<Space>& ctx, T* base, std::int64_t stride, int l
   zero_trailing_columns<T, Space>(ctx, base, stride, ld, ld, n, p);
 }
 
-// Orthogonalizes one basis tree in place; returns its R factors per level (nodes x rank x rank).
+// Ranks an orthonormal basis needs at most: a leaf spans at most m_max columns, a parent at most its
+// children's together. Orthogonalization stores no more (the extra columns would be zero).
+inline std::vector<int> orthogonal_ranks(const std::vector<int>& rank, int m_max) {
+  std::vector<int> r(rank);
+  const int L = int(rank.size()) - 1;
+  r[L] = std::min(rank[L], m_max);
+  for (int l = L - 1; l >= 0; --l) r[l] = std::min(rank[l], 2 * r[l + 1]);
+  return r;
+}
+
+// Orthogonalizes one basis tree in place, to the ranks r (orthogonal_ranks); returns its R factors per
+// level (nodes x rank x rank, ld rank, rows past r zero).
 template <class T, class Space>
 std::vector<buffer<T, Space>> orthogonalize_basis(const context_ptr<Space>& ctx, basis_tree<T, Space>& B,
-                                                  const std::vector<int>& rank, int m_max, const cluster_tree& tree) {
+                                                  const std::vector<int>& rank, const std::vector<int>& r, int m_max,
+                                                  const cluster_tree& tree) {
   const int L = tree.depth, leaves = 1 << L;
   std::vector<buffer<T, Space>> R(L + 1);
   for (int l = 0; l <= L; ++l) R[l] = buffer<T, Space>(ctx, (std::size_t(1) << l) * rank[l] * rank[l]);
   std::vector<int> sizes(leaves);
   for (int i = 0; i < leaves; ++i) sizes[i] = tree.size(cluster_tree::level_begin(L) + i);
   qr_items<T, Space>(ctx, B.leaves.data(), std::int64_t(m_max) * rank[L], m_max, sizes, rank[L], R[L].data());
+  if (r[L] < rank[L]) {  // the first r[L] columns of each leaf's Q
+    buffer<T, Space> leaves_r(ctx, std::size_t(leaves) * m_max * r[L]);
+    std::vector<std::int64_t> so(leaves), dof(leaves);
+    for (int a = 0; a < leaves; ++a) so[a] = std::int64_t(a) * m_max * rank[L], dof[a] = std::int64_t(a) * m_max * r[L];
+    if (r[L] > 0) {
+      auto ps = pointers(ctx, B.leaves.data(), so), pd = pointers(ctx, leaves_r.data(), dof);
+      copy_batched(*ctx, m_max, r[L], (const T* const*)ps.data(), m_max, pd.data(), m_max, leaves);
+      ctx->synchronize();
+    }
+    B.leaves = std::move(leaves_r);
+  }
   for (int l = L; l >= 1; --l) {
-    const int kc = rank[l], kp = rank[l - 1], parents = 1 << (l - 1);
-    if (kp == 0) continue;
-    if (kc == 0) {
-      fill(*ctx, R[l - 1].data(), R[l - 1].size(), T(0));
+    const int kc = rank[l], kp = rank[l - 1], rc = r[l], rp = r[l - 1], parents = 1 << (l - 1);
+    if (kp == 0) {
+      B.transfers[l] = buffer<T, Space>(ctx, 0);
       continue;
     }
-    buffer<T, Space> W(ctx, std::size_t(parents) * 2 * kc * kp);
-    for (int h = 0; h < 2; ++h)  // child h of every parent: R_c E_c into its half of the stack
-      gemm_strided_batched(*ctx, op::none, op::none, kc, kp, kc, T(1), R[l].data() + std::int64_t(h) * kc * kc, kc,
+    if (rc == 0) {
+      fill(*ctx, R[l - 1].data(), R[l - 1].size(), T(0));
+      B.transfers[l] = buffer<T, Space>(ctx, 0);
+      continue;
+    }
+    // [R_c1 E_c1; R_c2 E_c2] with the rc nonzero rows of each R: 2 rc x kp per parent.
+    buffer<T, Space> W(ctx, std::size_t(parents) * 2 * rc * kp);
+    for (int h = 0; h < 2; ++h)  // child h of every parent into its half of the stack
+      gemm_strided_batched(*ctx, op::none, op::none, rc, kp, kc, T(1), R[l].data() + std::int64_t(h) * kc * kc, kc,
                            std::int64_t(2) * kc * kc, B.transfers[l].data() + h * kc, 2 * kc,
-                           std::int64_t(2) * kc * kp, T(0), W.data() + h * kc, 2 * kc, std::int64_t(2) * kc * kp,
+                           std::int64_t(2) * kc * kp, T(0), W.data() + h * rc, 2 * rc, std::int64_t(2) * rc * kp,
                            parents);
-    qr_items<T, Space>(ctx, W.data(), std::int64_t(2) * kc * kp, 2 * kc, std::vector<int>(parents, 2 * kc), kp,
+    qr_items<T, Space>(ctx, W.data(), std::int64_t(2) * rc * kp, 2 * rc, std::vector<int>(parents, 2 * rc), kp,
                        R[l - 1].data());
+    // The new transfers: the first rp columns of Q (contiguous per parent, ld 2 rc).
+    if (rp < kp) {
+      buffer<T, Space> E(ctx, std::size_t(parents) * 2 * rc * rp);
+      std::vector<std::int64_t> so(parents), dof(parents);
+      for (int j = 0; j < parents; ++j) so[j] = std::int64_t(j) * 2 * rc * kp, dof[j] = std::int64_t(j) * 2 * rc * rp;
+      if (rp > 0) {
+        auto ps = pointers(ctx, W.data(), so), pd = pointers(ctx, E.data(), dof);
+        copy_batched(*ctx, 2 * rc * rp, 1, (const T* const*)ps.data(), 2 * rc * rp, pd.data(), 2 * rc * rp, parents);
+        ctx->synchronize();
+      }
+      W = std::move(E);
+    }
     B.transfers[l] = std::move(W);
   }
   return R;
@@ -133,13 +174,15 @@ void transform_coupling(h2_data<T, Space>& A, const std::vector<buffer<T, Space>
 template <class T, class Space>
 void orthogonalize(h2_data<T, Space>& A) {
   const auto& tree = A.structure.row_tree();
-  auto Rrow = orthogonalize_basis(A.ctx, *A.row_basis, A.rank, A.m_max, tree);
+  const auto r = orthogonal_ranks(A.rank, A.m_max);
+  auto Rrow = orthogonalize_basis(A.ctx, *A.row_basis, A.rank, r, A.m_max, tree);
   if (A.col_basis == A.row_basis) {
-    transform_coupling(A, Rrow, op::none, Rrow, op::transpose, A.rank);
+    transform_coupling(A, Rrow, op::none, Rrow, op::transpose, r);
   } else {
-    auto Rcol = orthogonalize_basis(A.ctx, *A.col_basis, A.rank, A.m_max, A.structure.col_tree());
-    transform_coupling(A, Rrow, op::none, Rcol, op::transpose, A.rank);
+    auto Rcol = orthogonalize_basis(A.ctx, *A.col_basis, A.rank, r, A.m_max, A.structure.col_tree());
+    transform_coupling(A, Rrow, op::none, Rcol, op::transpose, r);
   }
+  A.rank = r;
   A.ctx->synchronize();  // the temporaries of the last level go away with this scope
 }
 

@@ -6,7 +6,31 @@
 #include <thrust/execution_policy.h>
 #include <thrust/fill.h>
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
+
+namespace h2expr::detail::kernels {
+
+// One block of threads per item; threads stride over the item's entries.
+template <class T>
+__global__ void copy_batched(int rows, int cols, const T* const* src, int lds, T* const* dst, int ldd) {
+  const T* s = src[blockIdx.x];
+  T* d = dst[blockIdx.x];
+  const std::int64_t total = std::int64_t(rows) * cols;
+  for (std::int64_t e = threadIdx.x; e < total; e += blockDim.x) {
+    const std::int64_t i = e % rows, j = e / rows;
+    d[i + j * ldd] = s[i + j * lds];
+  }
+}
+
+template <class T>
+__global__ void axpy(std::size_t n, T alpha, const T* x, T* y) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+    y[i] += alpha * x[i];
+}
+
+}  // namespace h2expr::detail::kernels
 
 namespace h2expr::detail {
 
@@ -33,6 +57,14 @@ void copy_2d(context<cuda>& c, std::size_t rows, std::size_t cols, const T* src,
   H2EXPR_CUDA(cudaMemcpy2DAsync(dst, ldd * sizeof(T), src, lds * sizeof(T), rows * sizeof(T), cols,
                                 cudaMemcpyDeviceToDevice, c.stream()));
 }
+// dst[i](0:rows, 0:cols) = src[i](0:rows, 0:cols) for i < count (pointer arrays in device memory).
+template <class T>
+void copy_batched(context<cuda>& c, int rows, int cols, const T* const* src, int lds, T* const* dst, int ldd,
+                  int count) {
+  if (rows == 0 || cols == 0 || count == 0) return;
+  kernels::copy_batched<<<count, 256, 0, c.stream()>>>(rows, cols, src, lds, dst, ldd);
+  H2EXPR_CUDA_LAUNCHED();
+}
 template <class T>
 void download_2d(context<cuda>& c, std::size_t rows, std::size_t cols, const T* src, std::size_t lds,
                  T* host_dst, std::size_t ldd) {
@@ -48,6 +80,14 @@ void upload_2d(context<cuda>& c, std::size_t rows, std::size_t cols, const T* ho
   H2EXPR_CUDA(cudaMemcpy2DAsync(dst, ldd * sizeof(T), host_src, lds * sizeof(T), rows * sizeof(T), cols,
                                 cudaMemcpyHostToDevice, c.stream()));
   c.synchronize();  // the host source may go away when we return
+}
+// y += alpha x over n contiguous entries.
+template <class T>
+void axpy(context<cuda>& c, std::size_t n, T alpha, const T* x, T* y) {
+  if (n == 0) return;
+  const unsigned blocks = unsigned(std::min<std::size_t>((n + 255) / 256, 8192));
+  kernels::axpy<<<blocks, 256, 0, c.stream()>>>(n, alpha, x, y);
+  H2EXPR_CUDA_LAUNCHED();
 }
 template <class T>
 void fill(context<cuda>& c, T* data, std::size_t n, T value) {

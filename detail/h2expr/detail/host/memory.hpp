@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <new>
 
@@ -31,6 +32,14 @@ void copy_2d(context<host>&, std::size_t rows, std::size_t cols, const T* src, s
              std::size_t ldd) {
   for (std::size_t j = 0; j < cols; ++j) std::copy_n(src + j * lds, rows, dst + j * ldd);
 }
+// dst[i](0:rows, 0:cols) = src[i](0:rows, 0:cols) for i < count: many same-size blocks in one call
+// (pointer arrays in the space), e.g. marshaling node blocks of one level into another layout.
+template <class T>
+void copy_batched(context<host>&, int rows, int cols, const T* const* src, int lds, T* const* dst, int ldd, int count) {
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < count; ++i)
+    for (int j = 0; j < cols; ++j) std::copy_n(src[i] + std::int64_t(j) * lds, rows, dst[i] + std::int64_t(j) * ldd);
+}
 // Transfers between the space and ordinary host memory (plain copies here).
 template <class T>
 void download_2d(context<host>& c, std::size_t rows, std::size_t cols, const T* src, std::size_t lds,
@@ -41,6 +50,12 @@ template <class T>
 void upload_2d(context<host>& c, std::size_t rows, std::size_t cols, const T* host_src, std::size_t lds,
                T* dst, std::size_t ldd) {
   copy_2d(c, rows, cols, host_src, lds, dst, ldd);
+}
+// y += alpha x over n contiguous entries (residuals of samples: operator minus approximation).
+template <class T>
+void axpy(context<host>&, std::size_t n, T alpha, const T* x, T* y) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < std::int64_t(n); ++i) y[i] += alpha * x[i];
 }
 template <class T>
 void fill(context<host>&, T* data, std::size_t n, T value) {

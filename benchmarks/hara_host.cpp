@@ -1,0 +1,10 @@
+// HARA on the host space (see hara.hpp). Usage: bench_hara_host [max log2 n of the sweep] [reference 0/1]
+#include <cstdlib>
+
+#include "hara.hpp"
+
+int main(int argc, char** argv) {
+  std::printf("# h2expr HARA, host space, %d OpenMP threads, double\n", h2expr::context<h2expr::host>::threads());
+  h2expr::bench::run_hara_benchmarks<h2expr::host>(argc > 1 ? std::atoi(argv[1]) : 14,
+                                                   argc > 2 ? std::atoi(argv[2]) != 0 : true);
+}

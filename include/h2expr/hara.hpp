@@ -1,0 +1,117 @@
+#pragma once
+// hara(op, tol, options): a new compressed H2 matrix from products of the operator with blocks of
+// vectors alone (the HARA paper, section 3), on the operator's space. `op` is an H2 matrix, its
+// transpose, a sampler, or a product of two of them:
+//
+//   auto P = hx::hara(A * A, 1e-4);                          // structure deduced from A
+//   auto L = hx::hara(hx::sampler<double>(n, f), 1e-4, {.structure = A.structure()});
+//   double err = hx::relative_error(P, A * A, 10);
+//
+// The tolerance is relative, in the Frobenius norm: ||P - M||_F <~ tol ||M||_F.
+#include <h2expr/detail/hara.hpp>
+#include <h2expr/error.hpp>
+#include <h2expr/h2_matrix.hpp>
+#include <h2expr/sampler.hpp>
+#include <h2expr/samplers/product.hpp>
+#include <h2expr/structure.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <iostream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace h2expr {
+
+// What hara did, level by level (levels[i].level: the tree level; depth + 1: the dense diagonal).
+struct hara_report {
+  std::vector<detail::hara_level_report> levels;
+  int samples = 0;             // columns of all blocks of vectors the operator was applied to
+  double norm_estimate = 0;    // ||M||_F, from 8 random products
+  double seconds = 0;          // the whole construction
+  double seconds_sampling = 0, seconds_ara = 0, seconds_update = 0, seconds_compress = 0;
+};
+
+// Members in this order, so designated initializers work in any subset.
+template <class T = double>
+struct hara_options {
+  ::h2expr::structure<T> structure;  // empty: deduced from the operands
+  int max_rank = 0;                  // per sampled block; 0: min(block size, 512)
+  int block_size = 32;               // samples per round, 1..64
+  int converge_samples = 10;         // r: consecutive small samples that end a block
+  std::uint64_t seed = 0x853c49e6748fea9bull;
+  bool verbose = false;              // a line per level on std::clog: samples, ranks, time
+  hara_report* report = nullptr;     // filled when given
+};
+
+template <class T, class Space>
+h2_matrix<T, Space> hara(const sampler<T, Space>& M, double tol, const hara_options<T>& o = {}) {
+  detail::require<invalid_tolerance>(std::isfinite(tol) && tol > 0 && tol < 1,
+                                     "hara: the tolerance must be in (0, 1), got " + std::to_string(tol));
+  detail::require(o.max_rank >= 0, "hara_options: max_rank must be >= 0 (got " + std::to_string(o.max_rank) + ")");
+  detail::require(o.block_size >= 1 && o.block_size <= 64,
+                  "hara_options: block_size must be in 1..64 (got " + std::to_string(o.block_size) + ")");
+  detail::require(o.converge_samples >= 1,
+                  "hara_options: converge_samples must be >= 1 (got " + std::to_string(o.converge_samples) + ")");
+  const ::h2expr::structure<T>& S = o.structure.empty() ? M.structure() : o.structure;
+  detail::require<missing_structure>(!S.empty(),
+                                     "hara: the operator carries no structure (a lambda sampler): pass "
+                                     "hara_options::structure");
+  detail::require<dimension_mismatch>(M.rows() == S.rows() && M.cols() == S.cols(),
+                                      "hara: the operator is " + std::to_string(M.rows()) + " x " +
+                                          std::to_string(M.cols()) + ", the structure " + std::to_string(S.rows()) +
+                                          " x " + std::to_string(S.cols()));
+  const auto t0 = std::chrono::steady_clock::now();
+  detail::hara_builder<T, Space> builder(M, S, {tol, o.max_rank, o.block_size, o.converge_samples, o.seed});
+  hara_report rep;
+  h2_matrix<T, Space> P;
+  P.data() = builder.run(rep.levels, o.verbose ? &std::clog : nullptr);
+  rep.norm_estimate = builder.norm_estimate();
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (const auto& l : rep.levels) {
+    rep.samples += l.samples;
+    rep.seconds_sampling += l.seconds_sampling, rep.seconds_ara += l.seconds_ara;
+    rep.seconds_update += l.seconds_update, rep.seconds_compress += l.seconds_compress;
+  }
+  if (o.verbose)
+    std::clog << "hara: " << rep.samples << " samples, " << rep.seconds << " s, memory " << P.memory_bytes() / 1e6
+              << " MB" << std::endl;
+  if (o.report) *o.report = rep;
+  return P;
+}
+
+// Any operand: an H2 matrix (rebuilt from its own products), its transpose, or a product.
+template <operand Op>
+  requires(!std::is_same_v<Op, sampler<typename detail::operand_traits<Op>::scalar,
+                                       typename detail::operand_traits<Op>::space>>)
+auto hara(const Op& op, double tol,
+          const hara_options<typename detail::operand_traits<Op>::scalar>& o = {}) {
+  return hara(as_sampler(op), tol, o);
+}
+
+// max_i ||(P - M) x_i|| / ||M x_i|| over `probes` standard normal vectors x_i: a randomized estimate
+// of the relative error of P as an approximation of M (about ||P - M||_F / ||M||_F).
+template <operand A, operand B>
+double relative_error(const A& approx, const B& exact, int probes = 10, std::uint64_t seed = 0x2f6b1e3a9c4d5e87ull) {
+  auto P = as_sampler(approx);
+  auto M = as_sampler(exact);
+  detail::require<dimension_mismatch>(P.rows() == M.rows() && P.cols() == M.cols(),
+                                      "relative_error: " + std::to_string(P.rows()) + " x " + std::to_string(P.cols()) +
+                                          " vs " + std::to_string(M.rows()) + " x " + std::to_string(M.cols()));
+  detail::require(probes >= 1, "relative_error: probes must be >= 1");
+  using T = typename detail::operand_traits<A>::scalar;
+  using Space = typename detail::operand_traits<A>::space;
+  auto X = matrix<T, Space>::random(M.cols(), probes, seed, M.context_ptr());
+  const auto Yp = to_dense(P * X), Ym = to_dense(M * X);
+  double worst = 0;
+  for (int i = 0; i < probes; ++i) {
+    const double ref = Ym.col(i).template cast<double>().norm();
+    const double diff = (Yp.col(i).template cast<double>() - Ym.col(i).template cast<double>()).norm();
+    worst = std::max(worst, ref > 0 ? diff / ref : diff);
+  }
+  return worst;
+}
+
+}  // namespace h2expr

@@ -1,0 +1,198 @@
+#pragma once
+// hara() against dense Eigen analogues, for every (scalar, space): self-reconstruction of kernel
+// matrices, products of H2 matrices, symmetric and general lambdas over dense matrices, 1D/2D/3D
+// structures, the relative_error estimate, and bad input.
+#include <h2expr/h2expr.hpp>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "support.hpp"
+
+namespace h2expr::test {
+
+// A non-symmetric kernel (host callable).
+inline auto tilted_kernel() {
+  return [](const auto& x, const auto& y) {
+    using T = std::decay_t<decltype(x[0])>;
+    return std::exp(-detail::distance(x, y) / T(0.25)) * (T(1.5) + std::tanh(T(2) * (x[0] - y[0])));
+  };
+}
+
+template <class C>
+class hara_test : public ::testing::Test {
+ protected:
+  using T = typename C::scalar;
+  using Space = typename C::space;
+  void SetUp() override {
+    H2EXPR_SKIP_IF_UNAVAILABLE(Space);
+    ctx_ = default_context<Space>();
+  }
+  context_ptr<Space> ctx_;
+  static constexpr bool single = std::is_same_v<T, float>;
+  // The tolerances a precision can certify (float samples carry ~1e-7 relative rounding).
+  static std::vector<double> tolerances() {
+    return single ? std::vector<double>{1e-2, 1e-3} : std::vector<double>{1e-2, 1e-4, 1e-6, 1e-8};
+  }
+
+  // A sampler over a dense host matrix (M X by one gemm in the space); symmetric or general.
+  sampler<T, Space> dense_sampler(const dense<T>& M, bool symmetric) {
+    auto Md = std::make_shared<matrix<T, Space>>(M, ctx_);
+    auto product = [Md](bool transpose) {
+      return [Md, transpose](const_view<T, Space> in, view<T, Space> out) {
+        const int m = int(out.rows()), k = int(in.rows());
+        detail::gemm_strided_batched(Md->context(), transpose ? detail::op::transpose : detail::op::none,
+                                     detail::op::none, m, int(in.cols()), k, T(1), Md->data(), int(Md->rows()), 0,
+                                     in.data(), int(in.ld()), 0, T(0), out.data(), int(out.ld()), 0, 1);
+      };
+    };
+    if (symmetric) return sampler<T, Space>(M.rows(), product(false), ctx_);
+    return sampler<T, Space>(M.rows(), M.cols(), product(false), product(true), ctx_);
+  }
+};
+TYPED_TEST_SUITE_P(hara_test);
+
+// hara(A, tol) of a kernel matrix: the error follows tol (below 2 tol, falling with it), the ranks
+// stay near those compress(A, tol) finds, and relative_error agrees with the dense error.
+TYPED_TEST_P(hara_test, self_reconstruction_error_follows_the_tolerance) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  auto pts = point_cloud<T, 2>::grid({32, 32}, T(0.2), test_seed());
+  auto A = h2_matrix<T, Space>::from_kernel(pts, kernels::exponential{0.1},
+                                            {.leaf_size = 32, .eta = 0.9, .cheb_points = 8}, this->ctx_);
+  const dense<double> M = to_dense(A).template cast<double>();
+  double last = 1;
+  for (double tol : this->tolerances()) {
+    hara_report rep;
+    auto P = hara(A, tol, {.seed = test_seed() + std::uint64_t(-std::log10(tol)), .report = &rep});
+    EXPECT_EQ(P.rows(), A.rows());
+    EXPECT_TRUE(P.structure() == A.structure());
+    const double err = relative_error(to_dense(P), M);
+    EXPECT_LT(err, 2 * tol) << "tol " << tol;
+    EXPECT_LT(err, last) << "the error did not fall with tol " << tol;
+    last = err;
+    EXPECT_GT(rep.samples, 0);
+    const double est = h2expr::relative_error(P, A, 10, test_seed());
+    EXPECT_LT(est, 3 * err + 1e-15) << "tol " << tol;
+    EXPECT_GT(est, err / 3) << "tol " << tol;
+    // Ranks against the algebraic compression of A at the same tolerance.
+    auto C = A;
+    compress(C, tol);
+    for (std::size_t l = 0; l < P.ranks().size(); ++l)
+      EXPECT_LE(P.ranks()[l], 1.5 * C.ranks()[l] + 8) << "tol " << tol << " level " << l;
+  }
+}
+
+// hara(A * A) and hara(A * B) (B non-symmetric: the general path) against dense products.
+TYPED_TEST_P(hara_test, products_of_h2_matrices) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  auto pts = point_cloud<T, 2>::grid({24, 24}, T(0.2), test_seed() + 1);
+  const build_options bo{.leaf_size = 32, .eta = 0.9, .cheb_points = 8};
+  auto A = h2_matrix<T, Space>::from_kernel(pts, kernels::exponential{0.15}, bo, this->ctx_);
+  auto B = h2_matrix<T, Space>::from_kernel(pts, tilted_kernel(), bo, this->ctx_);
+  EXPECT_TRUE(A.symmetric());
+  EXPECT_FALSE(B.symmetric());
+  const dense<double> a = to_dense(A).template cast<double>(), b = to_dense(B).template cast<double>();
+  for (double tol : {1e-2, this->single ? 1e-3 : 1e-6}) {
+    auto AA = hara(A * A, tol, {.seed = test_seed()});
+    EXPECT_TRUE(AA.symmetric());
+    EXPECT_LT(relative_error(to_dense(AA), a * a), 2 * tol) << "A * A, tol " << tol;
+    auto AB = hara(A * B, tol, {.seed = test_seed() + 2});
+    EXPECT_FALSE(AB.symmetric());
+    EXPECT_LT(relative_error(to_dense(AB), a * b), 2 * tol) << "A * B, tol " << tol;
+    auto BtA = hara(transpose(B) * A, tol, {.seed = test_seed() + 3});
+    EXPECT_LT(relative_error(to_dense(BtA), b.transpose() * a), 2 * tol) << "B^T * A, tol " << tol;
+  }
+}
+
+// Lambdas over dense matrices, with a structure from the points: symmetric (one function) and general.
+TYPED_TEST_P(hara_test, symmetric_and_general_lambdas) {
+  using T = typename TypeParam::scalar;
+  auto pts = point_cloud<T, 2>::grid({24, 20}, T(0.3), test_seed() + 4);
+  auto S = structure<T>::from_points(pts, {.leaf_size = 24, .eta = 0.8});
+  const int n = pts.size();
+  dense<T> Msym(n, n), Mgen(n, n);
+  const auto tilt = tilted_kernel();
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < n; ++i)
+      Msym(i, j) = kernels::matern{0.2}(pts[i], pts[j]), Mgen(i, j) = tilt(pts[i], pts[j]);
+  const double tol = this->single ? 1e-3 : 1e-6;
+  auto P = hara(this->dense_sampler(Msym, true), tol, {.structure = S, .seed = test_seed()});
+  EXPECT_TRUE(P.symmetric());
+  EXPECT_LT(relative_error(to_dense(P), Msym), 2 * tol);
+  auto G = hara(this->dense_sampler(Mgen, false), tol, {.structure = S, .seed = test_seed()});
+  EXPECT_LT(relative_error(to_dense(G), Mgen), 2 * tol);
+  // A lambda's product with vectors is itself an operand.
+  auto X = matrix<T, typename TypeParam::space>::random(n, 3, test_seed(), this->ctx_);
+  EXPECT_LT(relative_error(to_dense(this->dense_sampler(Mgen, false) * X), Mgen * to_dense(X)), h2expr::test::tol<T>(10));
+}
+
+// 1D and 3D structures (2D above), and a structure with weak admissibility.
+TYPED_TEST_P(hara_test, one_and_three_dimensional_and_weak_structures) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  const double tol = this->single ? 1e-3 : 1e-6;
+  {
+    auto pts = point_cloud<T, 1>::grid({700}, T(0.3), test_seed() + 5);
+    auto A = h2_matrix<T, Space>::from_kernel(pts, kernels::exponential{0.2}, {.leaf_size = 32, .cheb_points = 10},
+                                              this->ctx_);
+    auto P = hara(A, tol, {.seed = test_seed()});
+    EXPECT_LT(relative_error(to_dense(P), to_dense(A)), 2 * tol) << "1D";
+  }
+  {
+    auto pts = point_cloud<T, 3>::grid({8, 8, 9}, T(0.2), test_seed() + 6);
+    auto A = h2_matrix<T, Space>::from_kernel(pts, kernels::gaussian{0.4}, {.leaf_size = 48, .cheb_points = 4},
+                                              this->ctx_);
+    auto P = hara(A, tol, {.seed = test_seed()});
+    EXPECT_LT(relative_error(to_dense(P), to_dense(A)), 2 * tol) << "3D";
+  }
+  {
+    auto pts = point_cloud<T, 1>::grid({600}, T(0), 0);
+    auto A = h2_matrix<T, Space>::from_kernel(pts, kernels::exponential{0.3}, {.leaf_size = 40, .cheb_points = 12},
+                                              this->ctx_);
+    auto P = hara(A, tol, {.structure = structure<T>::weak(600, 40), .seed = test_seed()});
+    EXPECT_LT(relative_error(to_dense(P), to_dense(A)), 2 * tol) << "weak";
+  }
+}
+
+TYPED_TEST_P(hara_test, bad_input_is_a_clear_error) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  auto pts = point_cloud<T, 2>::grid({16, 16}, T(0.1), 1);
+  auto A = h2_matrix<T, Space>::from_kernel(pts, kernels::exponential{0.1}, {.leaf_size = 32}, this->ctx_);
+  auto small = h2_matrix<T, Space>::from_kernel(point_cloud<T, 2>::grid({10, 10}, T(0.1), 1),
+                                                kernels::exponential{0.1}, {.leaf_size = 32}, this->ctx_);
+  for (double tol : {0.0, -1e-3, 1.0, std::numeric_limits<double>::quiet_NaN()})
+    EXPECT_THROW(hara(A, tol), invalid_tolerance) << tol;
+  EXPECT_THROW(hara(A, 1e-3, {.block_size = 0}), invalid_argument);
+  EXPECT_THROW(hara(A, 1e-3, {.structure = small.structure()}), dimension_mismatch);
+  EXPECT_THROW((void)(A * small), dimension_mismatch);
+  auto copy = [](const_view<T, Space> in, view<T, Space> out) {
+    detail::copy_2d(*out.context(), in.rows(), in.cols(), in.data(), in.ld(), out.data(), out.ld());
+  };
+  EXPECT_THROW(hara(sampler<T, Space>(A.rows(), copy, this->ctx_), 1e-3), missing_structure);
+  // Samples that are not finite.
+  auto poison = [](const_view<T, Space> in, view<T, Space> out) {
+    detail::fill(*out.context(), out.data(), std::size_t(out.ld() * out.cols()), std::numeric_limits<T>::quiet_NaN());
+    (void)in;
+  };
+  EXPECT_THROW(hara(sampler<T, Space>(A.rows(), poison, this->ctx_), 1e-3, {.structure = A.structure()}),
+               non_finite_value);
+  // A rank cap the blocks need more than: the error names the level and the rank.
+  try {
+    (void)hara(A, 1e-6, {.max_rank = 3});
+    ADD_FAILURE() << "no rank_cap_reached";
+  } catch (const rank_cap_reached& e) {
+    EXPECT_NE(std::string(e.what()).find("level"), std::string::npos) << e.what();
+  }
+  // relative_error needs equal shapes.
+  EXPECT_THROW(h2expr::relative_error(A, small, 10), dimension_mismatch);
+}
+
+REGISTER_TYPED_TEST_SUITE_P(hara_test, self_reconstruction_error_follows_the_tolerance, products_of_h2_matrices,
+                            symmetric_and_general_lambdas, one_and_three_dimensional_and_weak_structures,
+                            bad_input_is_a_clear_error);
+
+}  // namespace h2expr::test
