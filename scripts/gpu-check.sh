@@ -44,6 +44,7 @@ done
 echo "=== examples"
 build-gpu/examples/demo_cuda || status=1
 build-gpu/examples/low_rank_batch_cuda || status=1
+build-gpu/examples/square_kernel_cuda || status=1
 
 echo "=== benchmarks"
 for b in build-gpu/benchmarks/bench_*_cuda; do

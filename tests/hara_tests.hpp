@@ -157,6 +157,19 @@ TYPED_TEST_P(hara_test, one_and_three_dimensional_and_weak_structures) {
   }
 }
 
+// Tiny operators: one point, a few points (a single leaf: no low-rank level at all), two leaves.
+TYPED_TEST_P(hara_test, tiny_operators) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  for (int n : {1, 5, 70}) {
+    auto pts = point_cloud<T, 1>::grid({n}, T(0), 0);
+    auto A = h2_matrix<T, Space>::from_kernel(pts, kernels::exponential{0.5}, {.leaf_size = 40, .cheb_points = 6},
+                                              this->ctx_);
+    auto P = hara(A, 1e-3, {.seed = test_seed()});
+    EXPECT_LT(relative_error(to_dense(P), to_dense(A)), 2e-3) << "n = " << n;
+  }
+}
+
 TYPED_TEST_P(hara_test, bad_input_is_a_clear_error) {
   using T = typename TypeParam::scalar;
   using Space = typename TypeParam::space;
@@ -193,6 +206,6 @@ TYPED_TEST_P(hara_test, bad_input_is_a_clear_error) {
 
 REGISTER_TYPED_TEST_SUITE_P(hara_test, self_reconstruction_error_follows_the_tolerance, products_of_h2_matrices,
                             symmetric_and_general_lambdas, one_and_three_dimensional_and_weak_structures,
-                            bad_input_is_a_clear_error);
+                            tiny_operators, bad_input_is_a_clear_error);
 
 }  // namespace h2expr::test

@@ -91,27 +91,39 @@ auto hara(const Op& op, double tol,
   return hara(as_sampler(op), tol, o);
 }
 
-// max_i ||(P - M) x_i|| / ||M x_i|| over `probes` standard normal vectors x_i: a randomized estimate
-// of the relative error of P as an approximation of M (about ||P - M||_F / ||M||_F).
-template <operand A, operand B>
-double relative_error(const A& approx, const B& exact, int probes = 10, std::uint64_t seed = 0x2f6b1e3a9c4d5e87ull) {
-  auto P = as_sampler(approx);
-  auto M = as_sampler(exact);
-  detail::require<dimension_mismatch>(P.rows() == M.rows() && P.cols() == M.cols(),
-                                      "relative_error: " + std::to_string(P.rows()) + " x " + std::to_string(P.cols()) +
-                                          " vs " + std::to_string(M.rows()) + " x " + std::to_string(M.cols()));
-  detail::require(probes >= 1, "relative_error: probes must be >= 1");
-  using T = typename detail::operand_traits<A>::scalar;
-  using Space = typename detail::operand_traits<A>::space;
+namespace detail {
+// Both randomized estimates from one set of probes: max_i ||(P - M) x_i|| / ||M x_i|| (relative_error's),
+// and sqrt(sum_i ||(P - M) x_i||^2 / sum_i ||M x_i||^2), an estimate of ||P - M||_F / ||M||_F.
+struct probe_errors {
+  double max_ratio = 0, frobenius = 0;
+};
+template <class T, class Space>
+probe_errors probe(const sampler<T, Space>& P, const sampler<T, Space>& M, int probes, std::uint64_t seed) {
+  require<dimension_mismatch>(P.rows() == M.rows() && P.cols() == M.cols(),
+                              "relative_error: " + std::to_string(P.rows()) + " x " + std::to_string(P.cols()) +
+                                  " vs " + std::to_string(M.rows()) + " x " + std::to_string(M.cols()));
+  require(probes >= 1, "relative_error: probes must be >= 1");
   auto X = matrix<T, Space>::random(M.cols(), probes, seed, M.context_ptr());
   const auto Yp = to_dense(P * X), Ym = to_dense(M * X);
-  double worst = 0;
+  probe_errors e;
+  double diff2 = 0, ref2 = 0;
   for (int i = 0; i < probes; ++i) {
     const double ref = Ym.col(i).template cast<double>().norm();
     const double diff = (Yp.col(i).template cast<double>() - Ym.col(i).template cast<double>()).norm();
-    worst = std::max(worst, ref > 0 ? diff / ref : diff);
+    e.max_ratio = std::max(e.max_ratio, ref > 0 ? diff / ref : diff);
+    diff2 += diff * diff, ref2 += ref * ref;
   }
-  return worst;
+  e.frobenius = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
+  return e;
+}
+}  // namespace detail
+
+// max_i ||(P - M) x_i|| / ||M x_i|| over `probes` standard normal vectors x_i: a randomized estimate
+// of the relative error of P as an approximation of M (near ||P - M||_F / ||M||_F, above it when a few
+// singular values dominate M).
+template <operand A, operand B>
+double relative_error(const A& approx, const B& exact, int probes = 10, std::uint64_t seed = 0x2f6b1e3a9c4d5e87ull) {
+  return detail::probe(as_sampler(approx), as_sampler(exact), probes, seed).max_ratio;
 }
 
 }  // namespace h2expr

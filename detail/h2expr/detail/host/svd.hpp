@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 namespace h2expr::detail {
 
@@ -32,6 +33,52 @@ bool svd_is_accurate(const A& a, const Svd& svd) {
          ov <= limit * std::sqrt(double(p));
 }
 
+// Columns p'..p-1 completing the orthonormal columns X (rows x p') to p orthonormal columns.
+template <class T>
+dense<T> complete_orthonormal(const dense<T>& X, Eigen::Index p) {
+  if (X.cols() == 0) return dense<T>::Identity(X.rows(), p);
+  Eigen::HouseholderQR<dense<T>> qr(X);
+  dense<T> Q = qr.householderQ() * dense<T>::Identity(X.rows(), p);
+  Q.leftCols(X.cols()) = X;  // the first p' columns of Q span X's range: keep X itself
+  return Q;
+}
+
+// The SVD of a: Eigen's divide and conquer, checked, with two-sided Jacobi as the fallback. Exactly
+// zero rows and columns (rank-deficient QR factors, zero-padded bases) are taken out first: Eigen
+// 3.4's BDCSVD indexed out of bounds (a segfault in computeSVDofM) on a weights matrix of HARA's
+// recompression that had them, and they only add exactly deflated zeros.
+template <class T, class A>
+void thin_svd(const A& a, dense<T>& U, Eigen::Matrix<T, Eigen::Dynamic, 1>& S, dense<T>& V) {
+  const Eigen::Index m = a.rows(), n = a.cols(), p = std::min(m, n);
+  std::vector<Eigen::Index> rows, cols;
+  for (Eigen::Index i = 0; i < m; ++i)
+    if ((a.row(i).array() != T(0)).any()) rows.push_back(i);
+  for (Eigen::Index j = 0; j < n; ++j)
+    if ((a.col(j).array() != T(0)).any()) cols.push_back(j);
+  dense<T> b(rows.size(), cols.size());
+  for (std::size_t j = 0; j < cols.size(); ++j)
+    for (std::size_t i = 0; i < rows.size(); ++i) b(i, j) = a(rows[i], cols[j]);
+  auto solve = [&](const auto& svd) {
+    const Eigen::Index q = svd.singularValues().size();
+    S.setZero(p);
+    S.head(q) = svd.singularValues();
+    dense<T> u = dense<T>::Zero(m, q), v = dense<T>::Zero(n, q);
+    for (std::size_t i = 0; i < rows.size(); ++i) u.row(rows[i]) = svd.matrixU().row(i);
+    for (std::size_t j = 0; j < cols.size(); ++j) v.row(cols[j]) = svd.matrixV().row(j);
+    U = q < p ? complete_orthonormal(u, p) : u;
+    V = q < p ? complete_orthonormal(v, p) : v;
+  };
+  if (b.size() == 0) {
+    dense<T> none(m, 0), none_v(n, 0);
+    S.setZero(p);
+    U = complete_orthonormal(none, p), V = complete_orthonormal(none_v, p);
+    return;
+  }
+  Eigen::BDCSVD<dense<T>> fast(b, Eigen::ComputeThinU | Eigen::ComputeThinV);
+  if (svd_is_accurate(b, fast)) solve(fast);
+  else solve(Eigen::JacobiSVD<dense<T>>(b, Eigen::ComputeThinU | Eigen::ComputeThinV));
+}
+
 // A_i = U_i diag(S_i) V_i^T, p = min(m, n): A_i := U_i (m x p); S_i (p values, descending);
 // V_i (n x p). V may be null (only U and S wanted).
 template <class T>
@@ -41,14 +88,12 @@ void svd_vbatched(context<host>&, const int* m, const int* n, T* const* A, const
   for (int i = 0; i < count; ++i) {
     const int p = std::min(m[i], n[i]);
     auto a = map_block(A[i], m[i], n[i], lda[i]);
-    auto store = [&](const auto& svd) {
-      for (int j = 0; j < p; ++j) S[i][j] = svd.singularValues()(j);
-      if (V) map_block(V[i], n[i], p, ldv[i]) = svd.matrixV();
-      a.leftCols(p) = svd.matrixU();
-    };
-    Eigen::BDCSVD<dense<T>> fast(a, Eigen::ComputeThinU | Eigen::ComputeThinV);
-    if (svd_is_accurate(a, fast)) store(fast);
-    else store(Eigen::JacobiSVD<dense<T>>(a, Eigen::ComputeThinU | Eigen::ComputeThinV));
+    dense<T> u, v;
+    Eigen::Matrix<T, Eigen::Dynamic, 1> s;
+    thin_svd<T>(a, u, s, v);
+    for (int j = 0; j < p; ++j) S[i][j] = s(j);
+    if (V) map_block(V[i], n[i], p, ldv[i]) = v;
+    a.leftCols(p) = u;
   }
 }
 
