@@ -8,14 +8,6 @@
 
 namespace h2expr::test {
 
-// A non-symmetric kernel, as a plain host lambda (on the CUDA space: evaluated on the host).
-inline auto skewed_kernel() {
-  return [](const auto& x, const auto& y) {
-    using T = std::decay_t<decltype(x[0])>;
-    return std::exp(-detail::distance(x, y) / T(0.3)) * (T(1.5) + std::tanh(T(2) * (x[0] - y[0])));
-  };
-}
-
 template <class T, int D, class Kernel>
 dense<double> dense_kernel(const point_cloud<T, D>& pts, const Kernel& k) {
   const int n = int(pts.size());

@@ -12,14 +12,6 @@
 
 namespace h2expr::test {
 
-// A non-symmetric kernel (host callable).
-inline auto tilted_kernel() {
-  return [](const auto& x, const auto& y) {
-    using T = std::decay_t<decltype(x[0])>;
-    return std::exp(-detail::distance(x, y) / T(0.25)) * (T(1.5) + std::tanh(T(2) * (x[0] - y[0])));
-  };
-}
-
 template <class C>
 class hara_test : public ::testing::Test {
  protected:
@@ -91,7 +83,7 @@ TYPED_TEST_P(hara_test, products_of_h2_matrices) {
   auto pts = point_cloud<T, 2>::grid({24, 24}, T(0.2), test_seed() + 1);
   const build_options bo{.leaf_size = 32, .eta = 0.9, .cheb_points = 8};
   auto A = h2_matrix<T, Space>::from_kernel(pts, kernels::exponential{0.15}, bo, this->ctx_);
-  auto B = h2_matrix<T, Space>::from_kernel(pts, tilted_kernel(), bo, this->ctx_);
+  auto B = h2_matrix<T, Space>::from_kernel(pts, skewed_kernel(0.25), bo, this->ctx_);
   EXPECT_TRUE(A.symmetric());
   EXPECT_FALSE(B.symmetric());
   const dense<double> a = to_dense(A).template cast<double>(), b = to_dense(B).template cast<double>();
@@ -114,7 +106,7 @@ TYPED_TEST_P(hara_test, symmetric_and_general_lambdas) {
   auto S = structure<T>::from_points(pts, {.leaf_size = 24, .eta = 0.8});
   const int n = pts.size();
   dense<T> Msym(n, n), Mgen(n, n);
-  const auto tilt = tilted_kernel();
+  const auto tilt = skewed_kernel(0.25);
   for (int j = 0; j < n; ++j)
     for (int i = 0; i < n; ++i)
       Msym(i, j) = kernels::matern{0.2}(pts[i], pts[j]), Mgen(i, j) = tilt(pts[i], pts[j]);

@@ -5,6 +5,7 @@
 
 #include <Eigen/Dense>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -54,6 +55,14 @@ double relative_error(const A& approx, const B& exact) {
   const double ref = exact.template cast<double>().norm();
   const double diff = (approx.template cast<double>() - exact.template cast<double>()).norm();
   return ref > 0 ? diff / ref : diff;
+}
+
+// A non-symmetric kernel, as a plain host lambda (on the CUDA space: evaluated on the host).
+inline auto skewed_kernel(double length = 0.3) {
+  return [length](const auto& x, const auto& y) {
+    using T = std::decay_t<decltype(x[0])>;
+    return std::exp(-detail::distance(x, y) / T(length)) * (T(1.5) + std::tanh(T(2) * (x[0] - y[0])));
+  };
 }
 
 // Skips the current test when the space cannot run here (the CUDA space without a device).
