@@ -29,6 +29,7 @@ namespace h2expr {
 struct hara_report {
   std::vector<detail::hara_level_report> levels;
   int samples = 0;             // columns of all blocks of vectors the operator was applied to
+                               // (besides the 8 probes of norm_estimate)
   double norm_estimate = 0;    // ||M||_F, from 8 random products
   double seconds = 0;          // the whole construction
   double seconds_sampling = 0, seconds_ara = 0, seconds_update = 0, seconds_compress = 0;
