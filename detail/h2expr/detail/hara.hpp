@@ -563,7 +563,7 @@ class hara_builder {
   }
 
   // Squared Frobenius error each tree level's truncations may add (keep_frobenius_share): half the
-  // tolerance, split linearly over the levels (a sqrt split let the error reach 3.4 tol, and without
+  // tolerance, split linearly over the levels (a sqrt split let the error reach 1.7 tol, and without
   // the per-recompression split of keep_frobenius_share it reached 1.6 tol at 11 levels).
   double budget2() const {
     const double e = 0.5 * p_.tol * norm_ / double(L_ + 1);
