@@ -18,15 +18,11 @@ dense<double> dense_kernel(const point_cloud<T, D>& pts, const Kernel& k) {
 }
 
 template <class C>
-class h2_matrix_test : public ::testing::Test {
+class h2_matrix_test : public space_test<C> {
  protected:
   using T = typename C::scalar;
   using Space = typename C::space;
-  void SetUp() override {
-    H2EXPR_SKIP_IF_UNAVAILABLE(Space);
-    ctx_ = default_context<Space>();
-  }
-  context_ptr<Space> ctx_;
+  using space_test<C>::ctx_;
 
   // ||A X - M X|| / ||M X|| and the same for A^T, for one build.
   template <int D, class Kernel>

@@ -13,15 +13,11 @@
 namespace h2expr::test {
 
 template <class C>
-class hara_test : public ::testing::Test {
+class hara_test : public space_test<C> {
  protected:
   using T = typename C::scalar;
   using Space = typename C::space;
-  void SetUp() override {
-    H2EXPR_SKIP_IF_UNAVAILABLE(Space);
-    ctx_ = default_context<Space>();
-  }
-  context_ptr<Space> ctx_;
+  using space_test<C>::ctx_;
   static constexpr bool single = std::is_same_v<T, float>;
   // The tolerances a precision can certify (float samples carry ~1e-7 relative rounding).
   static std::vector<double> tolerances() {

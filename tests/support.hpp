@@ -81,6 +81,24 @@ bool space_unavailable() {
 
 namespace h2expr::test {
 
+// Base of the typed suites: the (scalar, space) of the configuration and a context in it; skips
+// where the space cannot run.
+template <class C>
+class space_test : public ::testing::Test {
+ protected:
+  using T = typename C::scalar;
+  using Space = typename C::space;
+  void SetUp() override {
+    H2EXPR_SKIP_IF_UNAVAILABLE(Space);
+    ctx_ = default_context<Space>();
+  }
+  context_ptr<Space> ctx_;
+};
+
+}  // namespace h2expr::test
+
+namespace h2expr::test {
+
 // Writes a host matrix into a block of a space (same size).
 template <class T, class Space>
 void upload(view<T, Space> dst, const dense<T>& src) {

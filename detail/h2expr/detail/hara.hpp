@@ -490,10 +490,21 @@ class hara_builder {
       const int w = G * kmax;
       buffer<T, Space> Xp(ctx_, std::size_t(np_) * w), Zp(ctx_, std::size_t(np_) * w);
       fill(c, Xp.data(), Xp.size(), T(0));
+      // The bases, k[i] columns each, in one batched copy per destination (not one per block).
+      std::vector<T*> bases(count);
+      std::vector<std::int64_t> xo(count);
       for (int i = 0; i < count; ++i) {
         const int t = row_node[i];
-        copy_2d(c, P, k[i], rf.basis(i), P, Xp.data() + std::int64_t(t) * P + std::int64_t(t & 1) * kmax * np_, np_);
+        bases[i] = rf.basis(i), xo[i] = std::int64_t(t) * P + std::int64_t(t & 1) * kmax * np_;
       }
+      buffer<T*, Space> bases_d(ctx_, bases);
+      buffer<int, Space> k_d(ctx_, k);
+      auto copy_bases = [&](T* base, const std::vector<std::int64_t>& at, std::int64_t ld) {
+        auto pd = pointers(ctx_, base, at);
+        copy_batched(c, P, kmax, (const T* const*)bases_d.data(), P, pd.data(), int(ld), count, k_d.data());
+        c.synchronize();
+      };
+      copy_bases(Xp.data(), xo, np_);
       residual(true, Xp.data(), Zp.data(), w);
       sampling += since(t0);
 
@@ -505,13 +516,14 @@ class hara_builder {
       fill(c, Wrow.data(), wsize, T(0));
       if (!sym_) fill(c, Wcol.data(), wsize, T(0));
       T* wcol = sym_ ? Wrow.data() : Wcol.data();
-      std::vector<std::int64_t> zo(count), wo(count);
+      std::vector<std::int64_t> qo(count), zo(count), wo(count);
       for (int i = 0; i < count; ++i) {
         const int t = row_node[i];
-        copy_2d(c, P, k[i], rf.basis(i), P, Wrow.data() + std::int64_t(t) * P * kmax, P);
+        qo[i] = std::int64_t(t) * P * kmax;
         zo[i] = std::int64_t(t ^ 1) * P + std::int64_t(t & 1) * kmax * np_;
         wo[i] = std::int64_t(t ^ 1) * P * kmax;
       }
+      copy_bases(Wrow.data(), qo, P);
       copy_blocks(ctx_, P, kmax, Zp.data(), zo, int(np_), wcol, wo, P);
       std::vector<char> updated(std::size_t(1) << l, 0);
       for (int i = 0; i < count; ++i) {

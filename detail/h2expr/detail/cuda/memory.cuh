@@ -14,10 +14,11 @@ namespace h2expr::detail::kernels {
 
 // One block of threads per item; threads stride over the item's entries.
 template <class T>
-__global__ void copy_batched(int rows, int cols, const T* const* src, int lds, T* const* dst, int ldd) {
+__global__ void copy_batched(int rows, int cols, const T* const* src, int lds, T* const* dst, int ldd,
+                             const int* item_cols) {
   const T* s = src[blockIdx.x];
   T* d = dst[blockIdx.x];
-  const std::int64_t total = std::int64_t(rows) * cols;
+  const std::int64_t total = std::int64_t(rows) * (item_cols ? item_cols[blockIdx.x] : cols);
   for (std::int64_t e = threadIdx.x; e < total; e += blockDim.x) {
     const std::int64_t i = e % rows, j = e / rows;
     d[i + j * ldd] = s[i + j * lds];
@@ -57,12 +58,13 @@ void copy_2d(context<cuda>& c, std::size_t rows, std::size_t cols, const T* src,
   H2EXPR_CUDA(cudaMemcpy2DAsync(dst, ldd * sizeof(T), src, lds * sizeof(T), rows * sizeof(T), cols,
                                 cudaMemcpyDeviceToDevice, c.stream()));
 }
-// dst[i](0:rows, 0:cols) = src[i](0:rows, 0:cols) for i < count (pointer arrays in device memory).
+// dst[i](0:rows, 0:c_i) = src[i](0:rows, 0:c_i) for i < count, c_i = item_cols ? item_cols[i] : cols
+// (pointer and column arrays in device memory).
 template <class T>
 void copy_batched(context<cuda>& c, int rows, int cols, const T* const* src, int lds, T* const* dst, int ldd,
-                  int count) {
+                  int count, const int* item_cols = nullptr) {
   if (rows == 0 || cols == 0 || count == 0) return;
-  kernels::copy_batched<<<count, 256, 0, c.stream()>>>(rows, cols, src, lds, dst, ldd);
+  kernels::copy_batched<<<count, 256, 0, c.stream()>>>(rows, cols, src, lds, dst, ldd, item_cols);
   H2EXPR_CUDA_LAUNCHED();
 }
 template <class T>

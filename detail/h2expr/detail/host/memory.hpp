@@ -32,13 +32,16 @@ void copy_2d(context<host>&, std::size_t rows, std::size_t cols, const T* src, s
              std::size_t ldd) {
   for (std::size_t j = 0; j < cols; ++j) std::copy_n(src + j * lds, rows, dst + j * ldd);
 }
-// dst[i](0:rows, 0:cols) = src[i](0:rows, 0:cols) for i < count: many same-size blocks in one call
-// (pointer arrays in the space), e.g. marshaling node blocks of one level into another layout.
+// dst[i](0:rows, 0:c_i) = src[i](0:rows, 0:c_i) for i < count, c_i = item_cols ? item_cols[i] : cols:
+// many blocks in one call (pointer and column arrays in the space), e.g. marshaling the node blocks
+// of one level into another layout.
 template <class T>
-void copy_batched(context<host>&, int rows, int cols, const T* const* src, int lds, T* const* dst, int ldd, int count) {
+void copy_batched(context<host>&, int rows, int cols, const T* const* src, int lds, T* const* dst, int ldd, int count,
+                  const int* item_cols = nullptr) {
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < count; ++i)
-    for (int j = 0; j < cols; ++j) std::copy_n(src[i] + std::int64_t(j) * lds, rows, dst[i] + std::int64_t(j) * ldd);
+    for (int j = 0; j < (item_cols ? item_cols[i] : cols); ++j)
+      std::copy_n(src[i] + std::int64_t(j) * lds, rows, dst[i] + std::int64_t(j) * ldd);
 }
 // Transfers between the space and ordinary host memory (plain copies here).
 template <class T>
