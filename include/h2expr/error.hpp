@@ -40,6 +40,12 @@ struct numerical_failure : error {
   using error::error;
 };
 
+// A sparse Cholesky factorization met a matrix that is not symmetric positive definite: indefinite,
+// or singular to working precision.
+struct not_positive_definite : numerical_failure {
+  using numerical_failure::numerical_failure;
+};
+
 // An adaptive method hit its rank cap before reaching the requested tolerance.
 struct rank_cap_reached : error {
   using error::error;

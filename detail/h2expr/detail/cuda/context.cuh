@@ -1,6 +1,7 @@
 #pragma once
 // The CUDA space's context: one device, one stream, the cuBLAS and cuSOLVER handles bound to that
-// stream, and a growable workspace. Everything the CUDA backend does is ordered on this stream.
+// stream (and a cuSPARSE one, made on first use), and a growable workspace. Everything the CUDA
+// backend does is ordered on this stream.
 // Random numbers come from cuRAND's device API (counter-based Philox) inside h2expr's fill kernels,
 // so no generator handle is needed and a fill depends only on its seed, not on launch shapes.
 #include <h2expr/detail/cuda/check.cuh>
@@ -47,6 +48,19 @@ class context<cuda> {
   cudaStream_t stream() const { return stream_; }
   cublasHandle_t blas() const { return blas_; }
   cusolverDnHandle_t solver() const { return solver_; }
+  // cuSPARSE, bound to the stream; created on first use, since most work never needs it.
+  cusparseHandle_t sparse() {
+    if (!sparse_) {
+      cusparseHandle_t h = nullptr;
+      H2EXPR_CUSPARSE(cusparseCreate(&h));
+      if (cusparseStatus_t s = cusparseSetStream(h, stream_); s != CUSPARSE_STATUS_SUCCESS) {
+        (void)cusparseDestroy(h);
+        H2EXPR_CUSPARSE(s);
+      }
+      sparse_ = h;
+    }
+    return sparse_;
+  }
   const cudaDeviceProp& properties() const { return properties_; }
 
   // Scratch memory of at least `bytes`, valid until the next call; stream-ordered, so it may be
@@ -73,10 +87,12 @@ class context<cuda> {
     // Destructors must not throw: statuses are ignored here on purpose.
     if (workspace_) (void)cudaFreeAsync(workspace_, stream_);
     if (stream_) (void)cudaStreamSynchronize(stream_);
+    if (sparse_) (void)cusparseDestroy(sparse_);
     if (solver_) (void)cusolverDnDestroy(solver_);
     if (blas_) (void)cublasDestroy(blas_);
     if (stream_) (void)cudaStreamDestroy(stream_);
     workspace_ = nullptr;
+    sparse_ = nullptr;
     solver_ = nullptr;
     blas_ = nullptr;
     stream_ = nullptr;
@@ -87,6 +103,7 @@ class context<cuda> {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   cusolverDnHandle_t solver_ = nullptr;
+  cusparseHandle_t sparse_ = nullptr;
   void* workspace_ = nullptr;
   std::size_t workspace_bytes_ = 0;
 };
