@@ -2,7 +2,7 @@
 # One call on a GPU machine: build everything for the GPU (sm_90 by default) from the staged
 # dependencies, run the whole test suite (host and CUDA), compute-sanitizer (memcheck, racecheck) on
 # the CUDA tests, the CUDA examples, and the benchmarks. Logs go to $OUT (or ./gpu-out): build, ctest,
-# sanitizer and one file per benchmark (the device tool brings back 8 files; keep one for a tee'd log).
+# sanitizer and one file per benchmark (the device tool brings back 8 files).
 #   ../shared/tools/stage-deps.sh .   # once, on the development machine: fills .deps/
 #   scripts/gpu-check.sh [arch] [bench-scale]
 set -uo pipefail
@@ -15,9 +15,11 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max
 
 deps=()
 [ -d .deps ] && deps=(-DCMAKE_PREFIX_PATH="$PWD/.deps" -DH2EXPR_GTEST_SOURCE_DIR="$PWD/.deps/src/googletest")
+# The build log stays on the machine (its tail is printed on failure): $OUT keeps room for the benchmarks.
+mkdir -p build-gpu
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" "${deps[@]}" \
-  > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
-cmake --build build-gpu -j "$(nproc)" >> "$out/build.log" 2>&1 || { grep -E "error" -A5 "$out/build.log" | head -60; exit 1; }
+  > build-gpu/build.log 2>&1 || { tail -30 build-gpu/build.log; exit 1; }
+cmake --build build-gpu -j "$(nproc)" >> build-gpu/build.log 2>&1 || { grep -E "error" -A5 build-gpu/build.log | head -60; exit 1; }
 
 echo "=== tests"
 ctest --test-dir build-gpu --output-on-failure -j 4 > "$out/ctest.log" 2>&1 || status=1
@@ -45,6 +47,9 @@ echo "=== examples"
 build-gpu/examples/demo_cuda || status=1
 build-gpu/examples/low_rank_batch_cuda || status=1
 build-gpu/examples/square_kernel_cuda || status=1
+build-gpu/examples/expression_algebra_cuda || status=1
+build-gpu/examples/schur_complement_cuda 1024 2 || status=1
+build-gpu/examples/schur_complement_cuda 32 3 || status=1
 
 echo "=== benchmarks"
 for b in build-gpu/benchmarks/bench_*_cuda; do

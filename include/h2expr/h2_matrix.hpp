@@ -137,16 +137,6 @@ class h2_matrix {
   detail::h2_data<T, Space> d_;
 };
 
-// A^T as an operand: transpose(A) * X.
-template <class M>
-struct transposed {
-  const M& matrix;
-};
-template <class T, class Space>
-transposed<h2_matrix<T, Space>> transpose(const h2_matrix<T, Space>& A) {
-  return {A};
-}
-
 namespace detail {
 template <class T, class Space>
 matrix<T, Space> multiply(const h2_matrix<T, Space>& A, op trans, const matrix<T, Space>& X) {
@@ -159,15 +149,7 @@ matrix<T, Space> multiply(const h2_matrix<T, Space>& A, op trans, const matrix<T
 }
 }  // namespace detail
 
-// Y = A X: multi-vector HGEMV, vectors in the user's point order.
-template <class T, class Space>
-matrix<T, Space> operator*(const h2_matrix<T, Space>& A, const matrix<T, Space>& X) {
-  return detail::multiply(A, detail::op::none, X);
-}
-template <class T, class Space>
-matrix<T, Space> operator*(const transposed<h2_matrix<T, Space>>& At, const matrix<T, Space>& X) {
-  return detail::multiply(At.matrix, detail::op::transpose, X);
-}
+// A * X, transpose(A) * X and every other product with vectors: see expression.hpp.
 
 // The dense matrix, on the host; for small n (it multiplies the identity).
 template <class T, class Space>
@@ -176,7 +158,7 @@ Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> to_dense(const h2_matrix<T, Spa
                   "to_dense of an H2 matrix of " + std::to_string(A.rows()) + " rows: too large for a dense copy");
   const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> I =
       Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>::Identity(A.cols(), A.cols());
-  return to_dense(A * matrix<T, Space>(I, A.data().ctx));
+  return to_dense(detail::multiply(A, detail::op::none, matrix<T, Space>(I, A.data().ctx)));
 }
 
 }  // namespace h2expr

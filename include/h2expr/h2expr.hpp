@@ -3,9 +3,11 @@
 #include <h2expr/batched_ara.hpp>
 #include <h2expr/batched_sampler.hpp>
 #include <h2expr/build_options.hpp>
+#include <h2expr/cholesky.hpp>
 #include <h2expr/compress.hpp>
 #include <h2expr/context.hpp>
 #include <h2expr/error.hpp>
+#include <h2expr/expression.hpp>
 #include <h2expr/h2_matrix.hpp>
 #include <h2expr/hara.hpp>
 #include <h2expr/kernels.hpp>
@@ -13,7 +15,8 @@
 #include <h2expr/matrix.hpp>
 #include <h2expr/point_cloud.hpp>
 #include <h2expr/sampler.hpp>
-#include <h2expr/samplers/product.hpp>
+#include <h2expr/samplers/expression.hpp>
 #include <h2expr/space.hpp>
+#include <h2expr/sparse_matrix.hpp>
 #include <h2expr/structure.hpp>
 #include <h2expr/view.hpp>

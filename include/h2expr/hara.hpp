@@ -1,7 +1,7 @@
 #pragma once
 // hara(op, tol, options): a new compressed H2 matrix from products of the operator with blocks of
-// vectors alone (the HARA paper, section 3), on the operator's space. `op` is an H2 matrix, its
-// transpose, a sampler, or a product of two of them:
+// vectors alone (the HARA paper, section 3), on the operator's space. `op` is any expression: an H2
+// matrix, a sampler, sums, products, transposes and Cholesky solves of them (expression.hpp):
 //
 //   auto P = hx::hara(A * A, 1e-4);                          // structure deduced from A
 //   auto L = hx::hara(hx::sampler<double>(n, f), 1e-4, {.structure = A.structure()});
@@ -12,7 +12,7 @@
 #include <h2expr/error.hpp>
 #include <h2expr/h2_matrix.hpp>
 #include <h2expr/sampler.hpp>
-#include <h2expr/samplers/product.hpp>
+#include <h2expr/samplers/expression.hpp>
 #include <h2expr/structure.hpp>
 
 #include <chrono>
@@ -83,13 +83,12 @@ h2_matrix<T, Space> hara(const sampler<T, Space>& M, double tol, const hara_opti
   return P;
 }
 
-// Any operand: an H2 matrix (rebuilt from its own products), its transpose, or a product.
-template <operand Op>
-  requires(!std::is_same_v<Op, sampler<typename detail::operand_traits<Op>::scalar,
-                                       typename detail::operand_traits<Op>::space>>)
-auto hara(const Op& op, double tol,
-          const hara_options<typename detail::operand_traits<Op>::scalar>& o = {}) {
-  return hara(as_sampler(op), tol, o);
+// Any expression: an H2 matrix (rebuilt from its own products), sums, products, transposes, solves.
+template <expression E>
+  requires(!std::is_same_v<std::remove_cvref_t<E>,
+                           sampler<typename std::remove_cvref_t<E>::value_type, typename std::remove_cvref_t<E>::space>>)
+auto hara(E&& e, double tol, const hara_options<typename std::remove_cvref_t<E>::value_type>& o = {}) {
+  return hara(as_sampler(std::forward<E>(e)), tol, o);
 }
 
 namespace detail {
@@ -122,9 +121,9 @@ probe_errors probe(const sampler<T, Space>& P, const sampler<T, Space>& M, int p
 // max_i ||(P - M) x_i|| / ||M x_i|| over `probes` standard normal vectors x_i: a randomized estimate
 // of the relative error of P as an approximation of M (near ||P - M||_F / ||M||_F, above it when a few
 // singular values dominate M).
-template <operand A, operand B>
-double relative_error(const A& approx, const B& exact, int probes = 10, std::uint64_t seed = 0x2f6b1e3a9c4d5e87ull) {
-  return detail::probe(as_sampler(approx), as_sampler(exact), probes, seed).max_ratio;
+template <expression A, expression B>
+double relative_error(A&& approx, B&& exact, int probes = 10, std::uint64_t seed = 0x2f6b1e3a9c4d5e87ull) {
+  return detail::probe(as_sampler(std::forward<A>(approx)), as_sampler(std::forward<B>(exact)), probes, seed).max_ratio;
 }
 
 }  // namespace h2expr

@@ -80,15 +80,4 @@ class sampler {
   ::h2expr::structure<T> structure_;
 };
 
-// Y = M X.
-template <class T, class Space>
-matrix<T, Space> operator*(const sampler<T, Space>& M, const matrix<T, Space>& X) {
-  detail::require<dimension_mismatch>(X.rows() == M.cols(), "sampler product: the operator has " +
-                                                                std::to_string(M.cols()) + " columns, the vectors " +
-                                                                std::to_string(X.rows()) + " rows");
-  auto Y = matrix<T, Space>::uninitialized(M.rows(), X.cols(), X.context_ptr());
-  M.apply(X.view(), Y.view());
-  return Y;
-}
-
 }  // namespace h2expr

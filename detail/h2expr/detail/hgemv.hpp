@@ -20,8 +20,9 @@ struct hgemv_phases {
   double total() const { return gather + upsweep + coupling + downsweep + leaves + dense + scatter; }
 };
 
+// Y = alpha op(A) X + beta Y (beta == 0 does not read Y): expressions sum products into one buffer.
 template <class T, class Space>
-void hgemv(const h2_data<T, Space>& A, op trans, const_view<T, Space> X, view<T, Space> Y,
+void hgemv(const h2_data<T, Space>& A, op trans, T alpha, const_view<T, Space> X, T beta, view<T, Space> Y,
            hgemv_phases* phases = nullptr) {
   auto& ctx = *A.ctx;
   auto last = std::chrono::steady_clock::now();
@@ -113,19 +114,26 @@ void hgemv(const h2_data<T, Space>& A, op trans, const_view<T, Space> X, view<T,
                          std::int64_t(m) * A.rank[L], yh[L], int(ld(L)), A.rank[L], T(0), Yp.data(), int(np),
                          m, leaves);
   mark(&hgemv_phases::leaves);
-  const T beta = A.rank[L] > 0 ? T(1) : T(0);
+  const T leaves_written = A.rank[L] > 0 ? T(1) : T(0);
   const auto& dn = arrays.dense;
   if (trans == op::none)
     bsr_gemm(ctx, op::none, leaves, dn.row_ptr.data(), dn.col.data(), static_cast<const int*>(nullptr), A.dense.data(),
-             m, m, std::int64_t(m) * m, Xp.data(), np, Yp.data(), np, nv, beta);
+             m, m, std::int64_t(m) * m, Xp.data(), np, Yp.data(), np, nv, leaves_written);
   else
     bsr_gemm(ctx, op::transpose, leaves, dn.col_ptr.data(), dn.row_of.data(), dn.block_of.data(), A.dense.data(), m, m,
-             std::int64_t(m) * m, Xp.data(), np, Yp.data(), np, nv, beta);
+             std::int64_t(m) * m, Xp.data(), np, Yp.data(), np, nv, leaves_written);
 
   mark(&hgemv_phases::dense);
 
-  scatter_rows(ctx, arrays.padded_to_user.data(), np, Yp.data(), np, Y.data(), Y.ld(), nv);
+  scatter_rows(ctx, arrays.padded_to_user.data(), np, Yp.data(), np, Y.data(), Y.ld(), nv, alpha, beta);
   mark(&hgemv_phases::scatter);
+}
+
+// Y = op(A) X.
+template <class T, class Space>
+void hgemv(const h2_data<T, Space>& A, op trans, const_view<T, Space> X, view<T, Space> Y,
+           hgemv_phases* phases = nullptr) {
+  hgemv(A, trans, T(1), X, T(0), Y, phases);
 }
 
 }  // namespace h2expr::detail

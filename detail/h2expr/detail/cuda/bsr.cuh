@@ -114,13 +114,15 @@ __global__ void gather_rows(const int* src, std::int64_t rows, const T* X, std::
 
 template <class T>
 __global__ void scatter_rows(const int* dst, std::int64_t rows, const T* Yp, std::int64_t ldp, T* Y,
-                             std::int64_t ldy, int nv) {
+                             std::int64_t ldy, int nv, T alpha, T beta) {
   const std::int64_t total = rows * nv;
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total;
        i += std::int64_t(gridDim.x) * blockDim.x) {
     const std::int64_t r = i % rows, v = i / rows;
     const int d = dst[r];
-    if (d >= 0) Y[d + v * ldy] = Yp[r + v * ldp];
+    if (d < 0) continue;
+    T& y = Y[d + v * ldy];
+    y = beta == T(0) ? alpha * Yp[r + v * ldp] : alpha * Yp[r + v * ldp] + beta * y;
   }
 }
 
@@ -161,10 +163,10 @@ void gather_rows(context<cuda>& c, const int* src, std::int64_t rows, const T* X
 
 template <class T>
 void scatter_rows(context<cuda>& c, const int* dst, std::int64_t rows, const T* Yp, std::int64_t ldp, T* Y,
-                  std::int64_t ldy, int nv) {
+                  std::int64_t ldy, int nv, T alpha = T(1), T beta = T(0)) {
   if (rows == 0 || nv == 0) return;
   const int blocks = int(std::min<std::int64_t>((rows * nv + 255) / 256, 8192));
-  kernels::scatter_rows<<<blocks, 256, 0, c.stream()>>>(dst, rows, Yp, ldp, Y, ldy, nv);
+  kernels::scatter_rows<<<blocks, 256, 0, c.stream()>>>(dst, rows, Yp, ldp, Y, ldy, nv, alpha, beta);
   H2EXPR_CUDA_LAUNCHED();
 }
 

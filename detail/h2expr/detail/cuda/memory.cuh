@@ -31,6 +31,18 @@ __global__ void axpy(std::size_t n, T alpha, const T* x, T* y) {
     y[i] += alpha * x[i];
 }
 
+template <class T>
+__global__ void axpby_2d(std::size_t rows, std::size_t cols, T alpha, const T* x, std::size_t ldx, T beta, T* y,
+                         std::size_t ldy) {
+  const std::size_t total = rows * cols;
+  for (std::size_t e = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; e < total;
+       e += std::size_t(gridDim.x) * blockDim.x) {
+    const std::size_t i = e % rows, j = e / rows;
+    T& v = y[i + j * ldy];
+    v = beta == T(0) ? alpha * x[i + j * ldx] : alpha * x[i + j * ldx] + beta * v;
+  }
+}
+
 }  // namespace h2expr::detail::kernels
 
 namespace h2expr::detail {
@@ -89,6 +101,15 @@ void axpy(context<cuda>& c, std::size_t n, T alpha, const T* x, T* y) {
   if (n == 0) return;
   const unsigned blocks = unsigned(std::min<std::size_t>((n + 255) / 256, 8192));
   kernels::axpy<<<blocks, 256, 0, c.stream()>>>(n, alpha, x, y);
+  H2EXPR_CUDA_LAUNCHED();
+}
+// Y = alpha X + beta Y over a rows x cols block with leading dimensions (beta == 0 does not read Y).
+template <class T>
+void axpby_2d(context<cuda>& c, std::size_t rows, std::size_t cols, T alpha, const T* x, std::size_t ldx, T beta, T* y,
+              std::size_t ldy) {
+  if (rows == 0 || cols == 0) return;
+  const unsigned blocks = unsigned(std::min<std::size_t>((rows * cols + 255) / 256, 8192));
+  kernels::axpby_2d<<<blocks, 256, 0, c.stream()>>>(rows, cols, alpha, x, ldx, beta, y, ldy);
   H2EXPR_CUDA_LAUNCHED();
 }
 template <class T>

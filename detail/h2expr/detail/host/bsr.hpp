@@ -59,14 +59,18 @@ void gather_rows(context<host>&, const int* src, std::int64_t rows, const T* X, 
     for (std::int64_t r = 0; r < rows; ++r) Xp[r + v * ldp] = src[r] >= 0 ? X[src[r] + v * ldx] : T(0);
 }
 
-// Y(dst[r], :) = Yp(r, :) where dst[r] >= 0: padded tree order back to user order.
+// Y(dst[r], :) = alpha Yp(r, :) + beta Y(dst[r], :) where dst[r] >= 0: padded tree order back to user
+// order, accumulating into Y when an expression sums products (beta == 0 does not read Y).
 template <class T>
 void scatter_rows(context<host>&, const int* dst, std::int64_t rows, const T* Yp, std::int64_t ldp, T* Y,
-                  std::int64_t ldy, int nv) {
+                  std::int64_t ldy, int nv, T alpha = T(1), T beta = T(0)) {
 #pragma omp parallel for schedule(static)
   for (int v = 0; v < nv; ++v)
     for (std::int64_t r = 0; r < rows; ++r)
-      if (dst[r] >= 0) Y[dst[r] + v * ldy] = Yp[r + v * ldp];
+      if (dst[r] >= 0) {
+        T& y = Y[dst[r] + v * ldy];
+        y = beta == T(0) ? alpha * Yp[r + v * ldp] : alpha * Yp[r + v * ldp] + beta * y;
+      }
 }
 
 }  // namespace h2expr::detail

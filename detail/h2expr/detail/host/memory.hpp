@@ -60,6 +60,18 @@ void axpy(context<host>&, std::size_t n, T alpha, const T* x, T* y) {
 #pragma omp parallel for schedule(static)
   for (std::int64_t i = 0; i < std::int64_t(n); ++i) y[i] += alpha * x[i];
 }
+// Y = alpha X + beta Y over a rows x cols block with leading dimensions (beta == 0 does not read Y):
+// the result of a product that cannot accumulate by itself, added into an expression's output.
+template <class T>
+void axpby_2d(context<host>&, std::size_t rows, std::size_t cols, T alpha, const T* x, std::size_t ldx, T beta, T* y,
+              std::size_t ldy) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t j = 0; j < std::int64_t(cols); ++j)
+    for (std::size_t i = 0; i < rows; ++i) {
+      T& v = y[i + j * ldy];
+      v = beta == T(0) ? alpha * x[i + j * ldx] : alpha * x[i + j * ldx] + beta * v;
+    }
+}
 template <class T>
 void fill(context<host>&, T* data, std::size_t n, T value) {
   std::fill_n(data, n, value);

@@ -1,0 +1,287 @@
+#pragma once
+// The expression DSL against dense Eigen analogues, for every (scalar, space): every node type and
+// nestings of them times vectors (and transposed), through hara(), the symmetry and structure hara()
+// deduces, Schur complements of 2D and 3D Poisson problems, and bad input.
+#include <h2expr/h2expr.hpp>
+
+#include <Eigen/Sparse>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "../examples/poisson.hpp"
+#include "support.hpp"
+
+namespace h2expr::test {
+
+template <class C>
+class expression_test : public space_test<C> {
+ protected:
+  using T = typename C::scalar;
+  using Space = typename C::space;
+  using space_test<C>::ctx_;
+  static constexpr bool single = std::is_same_v<T, float>;
+  static constexpr int grid = 18;  // operators of grid^2 points
+
+  void SetUp() override {
+    space_test<C>::SetUp();
+    if (!ctx_) return;
+    pts_ = point_cloud<T, 2>::grid({grid, grid}, T(0.2), test_seed());
+    const build_options bo{.leaf_size = 32, .eta = 0.9, .cheb_points = 8};
+    A_ = h2_matrix<T, Space>::from_kernel(*pts_, kernels::exponential{0.15}, bo, ctx_);
+    B_ = h2_matrix<T, Space>::from_kernel(*pts_, skewed_kernel(0.25), bo, ctx_);
+    a_ = to_dense(A_).template cast<double>();
+    b_ = to_dense(B_).template cast<double>();
+  }
+
+  // A sparse n x n matrix with a few random entries per row.
+  Eigen::SparseMatrix<T> random_sparse(int n, int per_row, std::uint64_t salt) {
+    rng r(salt);
+    std::vector<Eigen::Triplet<T>> t;
+    for (int i = 0; i < n; ++i)
+      for (int k = 0; k < per_row; ++k) t.emplace_back(i, r.uniform_int(0, n - 1), T(r.uniform_int(-100, 100)) / T(50));
+    Eigen::SparseMatrix<T> S(n, n);
+    S.setFromTriplets(t.begin(), t.end());
+    return S;
+  }
+
+  // The 5-point Laplacian of the grid x grid points (symmetric positive definite).
+  static Eigen::SparseMatrix<T> laplacian() {
+    Eigen::SparseMatrix<T> L(grid * grid, grid * grid);
+    std::vector<Eigen::Triplet<T>> t;
+    for (int j = 0; j < grid; ++j)
+      for (int i = 0; i < grid; ++i) {
+        const int g = i + grid * j;
+        t.emplace_back(g, g, T(4));
+        if (i > 0) t.emplace_back(g, g - 1, T(-1)), t.emplace_back(g - 1, g, T(-1));
+        if (j > 0) t.emplace_back(g, g - grid, T(-1)), t.emplace_back(g - grid, g, T(-1));
+      }
+    L.setFromTriplets(t.begin(), t.end());
+    return L;
+  }
+
+  // E X and E^T X against the dense analogue M.
+  template <class E>
+  void expect_products(E&& e, const dense<double>& M, const std::string& what) {
+    ASSERT_EQ(e.rows(), M.rows()) << what;
+    ASSERT_EQ(e.cols(), M.cols()) << what;
+    rng r(7);
+    const dense<T> x = r.template normal<T>(M.cols(), 5), y = r.template normal<T>(M.rows(), 4);
+    const double bound = h2expr::test::tol<T>(single ? 50 : 1000);
+    EXPECT_LT(relative_error(to_dense(e * matrix<T, Space>(x, ctx_)), M * x.template cast<double>()), bound) << what;
+    EXPECT_LT(relative_error(to_dense(transpose(e) * matrix<T, Space>(y, ctx_)),
+                             M.transpose() * y.template cast<double>()),
+              bound)
+        << what << " transposed";
+  }
+
+  // A sampler over a dense matrix (general, two functions), as a user would write one.
+  sampler<T, Space> dense_sampler(const dense<T>& M) {
+    auto Md = std::make_shared<matrix<T, Space>>(M, ctx_);
+    auto product = [Md](bool transpose) {
+      return [Md, transpose](const_view<T, Space> in, view<T, Space> out) {
+        detail::gemm_strided_batched(Md->context(), transpose ? detail::op::transpose : detail::op::none,
+                                     detail::op::none, int(out.rows()), int(in.cols()), int(in.rows()), T(1),
+                                     Md->data(), int(Md->rows()), 0, in.data(), int(in.ld()), 0, T(0), out.data(),
+                                     int(out.ld()), 0, 1);
+      };
+    };
+    return sampler<T, Space>(M.rows(), M.cols(), product(false), product(true), ctx_);
+  }
+
+  std::optional<point_cloud<T, 2>> pts_;  // no default constructor
+  h2_matrix<T, Space> A_, B_;
+  dense<double> a_, b_;
+};
+TYPED_TEST_SUITE_P(expression_test);
+
+// Every node type over every leaf type, times vectors and transposed.
+TYPED_TEST_P(expression_test, every_node_type_against_dense) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  const auto& A = this->A_;
+  const auto& B = this->B_;
+  const auto& a = this->a_;
+  const auto& b = this->b_;
+  const int n = int(A.rows());
+  rng r(11);
+  const dense<T> d = r.template normal<T>(n, n) / T(n);
+  const matrix<T, Space> D(d, this->ctx_);
+  const auto se = this->random_sparse(n, 4, 12);
+  const auto S = sparse_matrix<T, Space>::from_eigen(se, this->ctx_);
+  const dense<T> g = r.template normal<T>(n, n) / T(n);
+  const auto G = this->dense_sampler(g);
+  const auto lap = this->laplacian();
+  const dense<double> ld = lap.toDense().template cast<double>();
+  const dense<double> dd = d.template cast<double>(), sd = se.toDense().template cast<double>(),
+                      gd = g.template cast<double>();
+
+  this->expect_products(A + B, a + b, "A + B");
+  this->expect_products(A - B, a - b, "A - B");
+  this->expect_products(-B, -b, "-B");
+  this->expect_products(2.5 * B, 2.5 * b, "2.5 B");
+  this->expect_products(B * 0.5f, 0.5 * b, "B 0.5");
+  this->expect_products(B / 4, b / 4, "B / 4");
+  this->expect_products(A * B, a * b, "A B");
+  this->expect_products(transpose(B), b.transpose(), "B^T");
+  this->expect_products(transpose(A * B), (a * b).transpose(), "(A B)^T");
+  this->expect_products(transpose(transpose(B)), b, "(B^T)^T");
+  this->expect_products(D, dd, "dense D");
+  this->expect_products(A + D * B, a + dd * b, "A + D B");
+  this->expect_products(S, sd, "sparse S");
+  this->expect_products(S * A, sd * a, "S A");
+  this->expect_products(A * S, a * sd, "A S");
+  this->expect_products(S * A - transpose(S), sd * a - sd.transpose(), "S A - S^T");
+  this->expect_products(G, gd, "sampler G");
+  this->expect_products(G * B + 3 * G, gd * b + 3 * gd, "G B + 3 G");
+  const auto F = cholesky(sparse_matrix<T, Space>::from_eigen(lap, this->ctx_));
+  this->expect_products(solve(F), ld.inverse(), "solve(cholesky(L))");
+  this->expect_products(A - 2 * solve(F) * B, a - 2 * ld.inverse() * b, "A - 2 L^{-1} B");
+  // The nestings of the issue.
+  this->expect_products(A + 2 * transpose(B) - A * B, a + 2 * b.transpose() - a * b, "A + 2 B^T - A B");
+  this->expect_products(A * B * A, a * b * a, "A B A");
+  this->expect_products(0.5 * G + 2 * this->dense_sampler(d) - G * G, 0.5 * gd + 2 * dd - gd * gd,
+                        "scaled sums of samplers");
+  // A named sub-expression used twice.
+  auto AB = A * B;
+  this->expect_products(AB + transpose(AB), a * b + (a * b).transpose(), "AB + (AB)^T");
+}
+
+// The same expressions rebuilt by hara(): the error follows the tolerance.
+TYPED_TEST_P(expression_test, hara_of_expressions) {
+  using T = typename TypeParam::scalar;
+  const auto& A = this->A_;
+  const auto& B = this->B_;
+  const auto& a = this->a_;
+  const auto& b = this->b_;
+  const std::vector<double> tols = this->single ? std::vector<double>{1e-2, 1e-3} : std::vector<double>{1e-2, 1e-6};
+  double last_sum = 1, last_triple = 1;
+  for (double tol : tols) {
+    auto Q = hara(A + 2 * transpose(B) - A * B, tol, {.seed = test_seed()});
+    const double e1 = relative_error(to_dense(Q), a + 2 * b.transpose() - a * b);
+    EXPECT_LT(e1, 2 * tol) << "A + 2 B^T - A B, tol " << tol;
+    EXPECT_LT(e1, last_sum) << tol;
+    last_sum = e1;
+    auto P = hara(A * B * A, tol, {.seed = test_seed() + 1});
+    const double e2 = relative_error(to_dense(P), a * b * a);
+    EXPECT_LT(e2, 2 * tol) << "A B A, tol " << tol;
+    EXPECT_LT(e2, last_triple) << tol;
+    last_triple = e2;
+    EXPECT_LT(h2expr::relative_error(P, A * B * A, 10, test_seed()), 6 * tol);
+  }
+  // A scaled sum of samplers, with the structure given.
+  const int n = int(A.rows());
+  dense<T> k(n, n);
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < n; ++i) k(i, j) = kernels::gaussian{0.3}((*this->pts_)[i], (*this->pts_)[j]);
+  const auto K = this->dense_sampler(k);
+  const double tol = this->single ? 1e-3 : 1e-6;
+  auto P = hara(3 * K - 0.5 * transpose(K), tol, {.structure = A.structure(), .seed = test_seed()});
+  EXPECT_LT(relative_error(to_dense(P), 2.5 * k.template cast<double>()), 2 * tol);
+}
+
+// What hara() deduces from an expression's form: symmetry (it then samples half) and structure.
+TYPED_TEST_P(expression_test, symmetry_and_structure_are_deduced) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  const auto& A = this->A_;
+  const auto& B = this->B_;
+  EXPECT_TRUE(as_sampler(A * A).symmetric());
+  EXPECT_TRUE(as_sampler(A + 2 * A * A).symmetric());
+  EXPECT_FALSE(as_sampler(A * B).symmetric());
+  EXPECT_TRUE(as_sampler(B + transpose(B)).symmetric());
+  EXPECT_FALSE(as_sampler(B + 2 * transpose(B)).symmetric());
+  EXPECT_TRUE(as_sampler(transpose(B) * B).symmetric());
+  EXPECT_TRUE(as_sampler(B * transpose(B)).symmetric());
+  EXPECT_TRUE(as_sampler(transpose(B) * A * B).symmetric());
+  EXPECT_FALSE(as_sampler(transpose(B) * A * A).symmetric());
+  // Sparse blocks given separately are matched by content: X^T M X with X^T stored on its own.
+  auto p = examples::poisson_schur_problem<T, 2>(8);
+  const auto A11 = sparse_matrix<T, Space>::from_eigen(p.A11, this->ctx_);
+  const auto A12 = sparse_matrix<T, Space>::from_eigen(p.A12, this->ctx_);
+  const auto A21 = sparse_matrix<T, Space>::from_eigen(p.A21, this->ctx_);
+  const auto A22 = sparse_matrix<T, Space>::from_eigen(p.A22, this->ctx_);
+  const auto F = cholesky(A11);
+  EXPECT_TRUE(as_sampler(A22 - A21 * solve(F) * A12).symmetric());
+  EXPECT_FALSE(as_sampler(A22 - A21 * solve(F) * A12 * A22).symmetric());
+  // Structure: an operand's of the expression's shape; none from sparse operands alone.
+  EXPECT_TRUE(as_sampler(A * B).structure() == A.structure());
+  EXPECT_TRUE(as_sampler(2 * transpose(B) + A).structure() == B.structure());
+  EXPECT_TRUE(as_sampler(A22 - A21 * solve(F) * A12).structure().empty());
+  EXPECT_THROW(hara(A22 - A21 * solve(F) * A12, 1e-3), missing_structure);
+}
+
+// Schur complements of 2D and 3D Poisson problems (the HARA paper's third experiment) against the
+// dense Schur complement, at two tolerances.
+TYPED_TEST_P(expression_test, schur_complements_of_poisson_problems) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  const std::vector<double> tols = this->single ? std::vector<double>{1e-2, 1e-3} : std::vector<double>{1e-3, 1e-6};
+  auto run = [&](const auto& p, const auto& interface_structure, const char* what) {
+    const auto A11 = sparse_matrix<T, Space>::from_eigen(p.A11, this->ctx_);
+    const auto A12 = sparse_matrix<T, Space>::from_eigen(p.A12, this->ctx_);
+    const auto A21 = sparse_matrix<T, Space>::from_eigen(p.A21, this->ctx_);
+    const auto A22 = sparse_matrix<T, Space>::from_eigen(p.A22, this->ctx_);
+    const dense<double> a11 = p.A11.toDense().template cast<double>();
+    const dense<double> s = p.A22.toDense().template cast<double>() -
+                            p.A21.toDense().template cast<double>() *
+                                a11.llt().solve(dense<double>(p.A12.toDense().template cast<double>()));
+    auto schur = A22 - A21 * solve(cholesky(A11)) * A12;
+    this->expect_products(schur, s, what);
+    double last = 1;
+    for (double tol : tols) {
+      hara_report rep;
+      auto S = hara(schur, tol, {.structure = interface_structure, .seed = test_seed(), .report = &rep});
+      EXPECT_TRUE(S.symmetric()) << what;
+      const double err = relative_error(to_dense(S), s);
+      EXPECT_LT(err, 2 * tol) << what << ", tol " << tol;
+      EXPECT_LT(err, last) << what << ", the error did not fall with tol " << tol;
+      last = err;
+    }
+  };
+  {
+    auto p = examples::poisson_schur_problem<T, 2>(64);
+    run(p, ::h2expr::structure<T>::from_points(point_cloud<T, 1>(p.interface), {.leaf_size = 16}), "2D 64^2");
+  }
+  {
+    auto p = examples::poisson_schur_problem<T, 3>(12);
+    run(p, ::h2expr::structure<T>::from_points(point_cloud<T, 2>(p.interface), {.leaf_size = 16, .eta = 0.9}),
+        "3D 12^3");
+  }
+}
+
+TYPED_TEST_P(expression_test, bad_input_is_a_clear_error) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  const auto& A = this->A_;
+  auto small = h2_matrix<T, Space>::from_kernel(point_cloud<T, 2>::grid({10, 10}, T(0.1), 1),
+                                                kernels::exponential{0.1}, {.leaf_size = 32}, this->ctx_);
+  auto names_both = [](auto&& f, const std::string& first, const std::string& second) {
+    try {
+      f();
+      ADD_FAILURE() << "no dimension_mismatch";
+    } catch (const dimension_mismatch& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(first), std::string::npos) << m;
+      EXPECT_NE(m.find(second), std::string::npos) << m;
+    }
+  };
+  const std::string big = std::to_string(A.rows()) + " x " + std::to_string(A.cols()), little = "100 x 100";
+  names_both([&] { (void)(A + small); }, big, little);
+  names_both([&] { (void)(A - 2 * small); }, big, little);
+  names_both([&] { (void)(A * transpose(small)); }, big, little);
+  names_both([&] { (void)((A + A) * matrix<T, Space>(100, 2, this->ctx_)); }, big, "100 x 2");
+  const auto S = sparse_matrix<T, Space>::from_eigen(this->random_sparse(100, 3, 5), this->ctx_);
+  names_both([&] { (void)(A * S); }, big, little);
+  // Not symmetric positive definite: the factorization says so.
+  Eigen::SparseMatrix<T> indefinite = this->laplacian();
+  for (int i = 0; i < 5; ++i) indefinite.coeffRef(i, i) = T(-1);
+  EXPECT_THROW(cholesky(sparse_matrix<T, Space>::from_eigen(indefinite, this->ctx_)), not_positive_definite);
+  EXPECT_THROW(cholesky(S), error);
+}
+
+REGISTER_TYPED_TEST_SUITE_P(expression_test, every_node_type_against_dense, hara_of_expressions,
+                            symmetry_and_structure_are_deduced, schur_complements_of_poisson_problems,
+                            bad_input_is_a_clear_error);
+
+}  // namespace h2expr::test
