@@ -11,6 +11,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -34,6 +36,37 @@ inline const paper_row* paper_table1(int dim, int n) {
   return nullptr;
 }
 
+// The blocks of a Poisson problem as sparse operands, and the structure S is built on (weak
+// admissibility in 2D, standard in 3D, as in the paper).
+template <class Space, int D>
+struct schur_operands {
+  examples::schur_problem<double, D> p;
+  context_ptr<Space> ctx = default_context<Space>();
+  sparse_matrix<double, Space> A11, A12, A21, A22;
+  explicit schur_operands(int n)
+      : p(examples::poisson_schur_problem<double, D>(n)),
+        A11(sparse_matrix<double, Space>::from_eigen(p.A11, ctx)),
+        A12(sparse_matrix<double, Space>::from_eigen(p.A12, ctx)),
+        A21(sparse_matrix<double, Space>::from_eigen(p.A21, ctx)),
+        A22(sparse_matrix<double, Space>::from_eigen(p.A22, ctx)) {}
+  ::h2expr::structure<double> interface() const {
+    if constexpr (D == 2) return ::h2expr::structure<double>::weak(A22.rows(), 64);
+    else
+      return ::h2expr::structure<double>::from_points(point_cloud<double, D - 1>(p.interface),
+                                                      {.leaf_size = 64, .eta = 0.9});
+  }
+};
+
+// "256,512,1024" -> {256, 512, 1024}; no argument: the fallback.
+inline std::vector<int> parse_grids(const char* arg, std::vector<int> fallback) {
+  if (!arg) return fallback;
+  std::vector<int> g;
+  std::stringstream ss(arg);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (std::atoi(item.c_str()) > 0) g.push_back(std::atoi(item.c_str()));
+  return g;
+}
+
 inline void schur_header() {
   std::printf("| %-12s | %8s | %6s | %7s | %8s | %8s | %8s | %8s | %7s | %8s | %8s | %7s | %8s | %-26s | %s |\n",
               "problem", "A11 n", "S n", "samples", "factor", "sampling", "solves", "other", "ARA", "upd+comp",
@@ -48,13 +81,8 @@ void schur_problem_row(int n, double tol) {
   using clock = std::chrono::steady_clock;
   const std::string name = std::to_string(n) + (D == 2 ? "^2" : "^3") + " (" + std::to_string(D) + "D)";
   try {
-    auto p = examples::poisson_schur_problem<T, D>(n);
-    auto ctx = default_context<Space>();
-    auto A11 = sparse_matrix<T, Space>::from_eigen(p.A11, ctx), A12 = sparse_matrix<T, Space>::from_eigen(p.A12, ctx);
-    auto A21 = sparse_matrix<T, Space>::from_eigen(p.A21, ctx), A22 = sparse_matrix<T, Space>::from_eigen(p.A22, ctx);
-    auto interface = D == 2 ? ::h2expr::structure<T>::weak(A22.rows(), 64)
-                            : ::h2expr::structure<T>::from_points(point_cloud<T, D - 1>(p.interface),
-                                                                  {.leaf_size = 64, .eta = 0.9});
+    const schur_operands<Space, D> ops(n);
+    const auto& [p, ctx, A11, A12, A21, A22] = ops;
     const auto t0 = clock::now();
     auto F = cholesky(A11);
     ctx->synchronize();
@@ -68,7 +96,7 @@ void schur_problem_row(int n, double tol) {
       solve_seconds += std::chrono::duration<double>(clock::now() - s0).count();
     });
     hara_report rep;
-    auto S = hara(A22 - A21 * timed_solve * A12, tol, {.structure = interface, .report = &rep});
+    auto S = hara(A22 - A21 * timed_solve * A12, tol, {.structure = ops.interface(), .report = &rep});
     const double solves_in_hara = solve_seconds;
     const auto e = detail::probe(as_sampler(S), as_sampler(A22 - A21 * solve(F) * A12), 10, 99);
     std::string ranks;
@@ -105,10 +133,8 @@ void blocked_row(int n, int k, double bandwidth) {
   using T = double;
   const std::string name = std::to_string(n) + (D == 2 ? "^2" : "^3") + " (" + std::to_string(D) + "D)";
   try {
-    auto p = examples::poisson_schur_problem<T, D>(n);
-    auto ctx = default_context<Space>();
-    auto A11 = sparse_matrix<T, Space>::from_eigen(p.A11, ctx), A12 = sparse_matrix<T, Space>::from_eigen(p.A12, ctx);
-    auto A21 = sparse_matrix<T, Space>::from_eigen(p.A21, ctx), A22 = sparse_matrix<T, Space>::from_eigen(p.A22, ctx);
+    const schur_operands<Space, D> ops(n);
+    const auto& [p, ctx, A11, A12, A21, A22] = ops;
     auto F = cholesky(A11);
     auto schur = A22 - A21 * solve(F) * A12;
     auto X = matrix<T, Space>::random(A22.rows(), k, 5, ctx);

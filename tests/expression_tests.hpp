@@ -75,19 +75,7 @@ class expression_test : public space_test<C> {
         << what << " transposed";
   }
 
-  // A sampler over a dense matrix (general, two functions), as a user would write one.
-  sampler<T, Space> dense_sampler(const dense<T>& M) {
-    auto Md = std::make_shared<matrix<T, Space>>(M, ctx_);
-    auto product = [Md](bool transpose) {
-      return [Md, transpose](const_view<T, Space> in, view<T, Space> out) {
-        detail::gemm_strided_batched(Md->context(), transpose ? detail::op::transpose : detail::op::none,
-                                     detail::op::none, int(out.rows()), int(in.cols()), int(in.rows()), T(1),
-                                     Md->data(), int(Md->rows()), 0, in.data(), int(in.ld()), 0, T(0), out.data(),
-                                     int(out.ld()), 0, 1);
-      };
-    };
-    return sampler<T, Space>(M.rows(), M.cols(), product(false), product(true), ctx_);
-  }
+  sampler<T, Space> dense_sampler(const dense<T>& M) { return test::dense_sampler(M, false, ctx_); }
 
   std::optional<point_cloud<T, 2>> pts_;  // no default constructor
   h2_matrix<T, Space> A_, B_;

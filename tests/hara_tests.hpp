@@ -24,19 +24,8 @@ class hara_test : public space_test<C> {
     return single ? std::vector<double>{1e-2, 1e-3} : std::vector<double>{1e-2, 1e-4, 1e-6, 1e-8};
   }
 
-  // A sampler over a dense host matrix (M X by one gemm in the space); symmetric or general.
   sampler<T, Space> dense_sampler(const dense<T>& M, bool symmetric) {
-    auto Md = std::make_shared<matrix<T, Space>>(M, ctx_);
-    auto product = [Md](bool transpose) {
-      return [Md, transpose](const_view<T, Space> in, view<T, Space> out) {
-        const int m = int(out.rows()), k = int(in.rows());
-        detail::gemm_strided_batched(Md->context(), transpose ? detail::op::transpose : detail::op::none,
-                                     detail::op::none, m, int(in.cols()), k, T(1), Md->data(), int(Md->rows()), 0,
-                                     in.data(), int(in.ld()), 0, T(0), out.data(), int(out.ld()), 0, 1);
-      };
-    };
-    if (symmetric) return sampler<T, Space>(M.rows(), product(false), ctx_);
-    return sampler<T, Space>(M.rows(), M.cols(), product(false), product(true), ctx_);
+    return test::dense_sampler(M, symmetric, ctx_);
   }
 };
 TYPED_TEST_SUITE_P(hara_test);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <random>
 
 namespace h2expr::test {
@@ -63,6 +64,22 @@ inline auto skewed_kernel(double length = 0.3) {
     using T = std::decay_t<decltype(x[0])>;
     return std::exp(-detail::distance(x, y) / T(length)) * (T(1.5) + std::tanh(T(2) * (x[0] - y[0])));
   };
+}
+
+// A sampler over a dense host matrix, as a user would write one (M X by one gemm in the space):
+// one function (symmetric) or two (general).
+template <class T, class Space>
+sampler<T, Space> dense_sampler(const dense<T>& M, bool symmetric, const context_ptr<Space>& ctx) {
+  auto Md = std::make_shared<matrix<T, Space>>(M, ctx);
+  auto product = [Md](bool transpose) {
+    return [Md, transpose](const_view<T, Space> in, view<T, Space> out) {
+      detail::gemm_strided_batched(Md->context(), transpose ? detail::op::transpose : detail::op::none,
+                                   detail::op::none, int(out.rows()), int(in.cols()), int(in.rows()), T(1), Md->data(),
+                                   int(Md->rows()), 0, in.data(), int(in.ld()), 0, T(0), out.data(), int(out.ld()), 0, 1);
+    };
+  };
+  if (symmetric) return sampler<T, Space>(M.rows(), product(false), ctx);
+  return sampler<T, Space>(M.rows(), M.cols(), product(false), product(true), ctx);
 }
 
 // Skips the current test when the space cannot run here (the CUDA space without a device).

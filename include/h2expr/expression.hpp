@@ -179,22 +179,24 @@ struct solve_expr : detail::expression_node {
   static constexpr auto leaf_types() { return boost::hana::tuple_t<sparse_cholesky<T, Space>>; }
 };
 
-template <expression L, expression R>
-auto operator+(L&& l, R&& r) {
-  detail::check_pair<L, R>();
-  detail::require<dimension_mismatch>(l.rows() == r.rows() && l.cols() == r.cols(),
-                                      "sum: " + detail::shape(l) + " plus " + detail::shape(r));
+namespace detail {
+template <class L, class R>
+auto make_sum(L&& l, R&& r, double b, const char* what) {
+  check_pair<L, R>();
+  require<dimension_mismatch>(l.rows() == r.rows() && l.cols() == r.cols(),
+                              std::string(what) + ": " + shape(l) + " and " + shape(r));
   using T = typename std::remove_cvref_t<L>::value_type;
-  return sum_expr<detail::stored_t<L>, detail::stored_t<R>>(std::forward<L>(l), std::forward<R>(r), T(1), T(1));
+  return sum_expr<stored_t<L>, stored_t<R>>(std::forward<L>(l), std::forward<R>(r), T(1), T(b));
 }
+}  // namespace detail
 
 template <expression L, expression R>
+auto operator+(L&& l, R&& r) {
+  return detail::make_sum(std::forward<L>(l), std::forward<R>(r), 1, "sum");
+}
+template <expression L, expression R>
 auto operator-(L&& l, R&& r) {
-  detail::check_pair<L, R>();
-  detail::require<dimension_mismatch>(l.rows() == r.rows() && l.cols() == r.cols(),
-                                      "difference: " + detail::shape(l) + " minus " + detail::shape(r));
-  using T = typename std::remove_cvref_t<L>::value_type;
-  return sum_expr<detail::stored_t<L>, detail::stored_t<R>>(std::forward<L>(l), std::forward<R>(r), T(1), T(-1));
+  return detail::make_sum(std::forward<L>(l), std::forward<R>(r), -1, "difference");
 }
 
 template <expression E>

@@ -86,11 +86,16 @@ template <class X>
 template <class X>
 class evaluator;
 
-// out = alpha tmp + beta out, for operators that can only write their result.
-template <class T, class Space>
-void accumulate(const_view<T, Space> tmp, T alpha, T beta, view<T, Space> out) {
-  axpby_2d(*out.context(), std::size_t(out.rows()), std::size_t(out.cols()), alpha, tmp.data(), std::size_t(tmp.ld()),
-           beta, out.data(), std::size_t(out.ld()));
+// out = alpha M in + beta out for an operator that can only write its result, write(in, dst): into
+// out itself when alpha = 1 and beta = 0, else into the node's temporary, then added by one axpby.
+template <class T, class Space, class Write>
+void write_or_accumulate(T alpha, const_view<T, Space> in, T beta, view<T, Space> out, scratch<T, Space>& tmp,
+                         const ::h2expr::context_ptr<Space>& ctx, Write&& write) {
+  if (alpha == T(1) && beta == T(0)) return write(in, out);
+  auto t = tmp.get(out.rows(), out.cols(), ctx);
+  write(in, t);
+  axpby_2d(*ctx, std::size_t(out.rows()), std::size_t(out.cols()), alpha, t.data(), std::size_t(t.ld()), beta,
+           out.data(), std::size_t(out.ld()));
 }
 
 template <class T, class Space>
@@ -136,17 +141,13 @@ class evaluator<sampler<T, Space>> {
  public:
   explicit evaluator(const sampler<T, Space>& s) : s_(s) {}
   void apply(op t, T alpha, const_view<T, Space> in, T beta, view<T, Space> out) {
-    if (alpha == T(1) && beta == T(0)) return run(t, in, out);
-    auto tmp = tmp_.get(out.rows(), out.cols(), s_.context_ptr());
-    run(t, in, tmp);
-    accumulate<T, Space>(tmp, alpha, beta, out);
+    write_or_accumulate(alpha, in, beta, out, tmp_, s_.context_ptr(), [&](const_view<T, Space> x, view<T, Space> y) {
+      if (t == op::none) s_.apply(x, y);
+      else s_.apply_transpose(x, y);
+    });
   }
 
  private:
-  void run(op t, const_view<T, Space> in, view<T, Space> out) const {
-    if (t == op::none) s_.apply(in, out);
-    else s_.apply_transpose(in, out);
-  }
   const sampler<T, Space>& s_;
   scratch<T, Space> tmp_;
 };
@@ -157,10 +158,8 @@ class evaluator<solve_expr<T, Space>> {
   explicit evaluator(const solve_expr<T, Space>& e) : factor_(e.factor) {}
   // S^{-1} is symmetric: op does not matter.
   void apply(op, T alpha, const_view<T, Space> in, T beta, view<T, Space> out) {
-    if (alpha == T(1) && beta == T(0)) return factor_.solve(in, out);
-    auto tmp = tmp_.get(out.rows(), out.cols(), factor_.context_ptr());
-    factor_.solve(in, tmp);
-    accumulate<T, Space>(tmp, alpha, beta, out);
+    write_or_accumulate(alpha, in, beta, out, tmp_, factor_.context_ptr(),
+                        [&](const_view<T, Space> x, view<T, Space> y) { factor_.solve(x, y); });
   }
 
  private:
