@@ -49,17 +49,14 @@ dense<double> op_of(const dense<T>& a, op o) {
   return d;
 }
 
+// The context is held for the whole test: the batches share it.
 template <class C>
-class batched_test : public ::testing::Test {
+class batched_test : public space_test<C> {
  protected:
   using T = typename C::scalar;
   using Space = typename C::space;
-  void SetUp() override {
-    H2EXPR_SKIP_IF_UNAVAILABLE(Space);
-    ctx_ = default_context<Space>();  // held for the whole test: the batches share it
-  }
+  using space_test<C>::ctx_;
   context<Space>& ctx() { return *ctx_; }
-  context_ptr<Space> ctx_;
 };
 TYPED_TEST_SUITE_P(batched_test);
 

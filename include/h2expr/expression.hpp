@@ -101,41 +101,41 @@ std::string shape(const X& x) {
 
 }  // namespace detail
 
-// left * a + right * b (a, b = 1, -1 for + and -).
+namespace detail {
+// What sums and products share: two operands, their value type and space, their leaves.
 template <class L, class R>
-struct sum_expr : detail::expression_node {
+struct binary_node : expression_node {
   using left_type = std::remove_cvref_t<L>;
   using right_type = std::remove_cvref_t<R>;
   using value_type = typename left_type::value_type;
   using space = typename left_type::space;
   L left;
   R right;
+  template <class X, class Y>
+  binary_node(X&& l, Y&& r) : left(std::forward<X>(l)), right(std::forward<Y>(r)) {}
+  static constexpr auto leaf_types() { return boost::hana::concat(detail::leaf_types<L>(), detail::leaf_types<R>()); }
+};
+}  // namespace detail
+
+// left * a + right * b (a, b = 1, -1 for + and -).
+template <class L, class R>
+struct sum_expr : detail::binary_node<L, R> {
+  using value_type = typename detail::binary_node<L, R>::value_type;
   value_type a, b;
   template <class X, class Y>
-  sum_expr(X&& l, Y&& r, value_type a_, value_type b_) : left(std::forward<X>(l)), right(std::forward<Y>(r)), a(a_), b(b_) {}
-  index rows() const { return left.rows(); }
-  index cols() const { return left.cols(); }
-  static constexpr auto leaf_types() {
-    return boost::hana::concat(detail::leaf_types<L>(), detail::leaf_types<R>());
-  }
+  sum_expr(X&& l, Y&& r, value_type a_, value_type b_)
+      : detail::binary_node<L, R>(std::forward<X>(l), std::forward<Y>(r)), a(a_), b(b_) {}
+  index rows() const { return this->left.rows(); }
+  index cols() const { return this->left.cols(); }
 };
 
 // left * right as one operator (composition).
 template <class L, class R>
-struct product_expr : detail::expression_node {
-  using left_type = std::remove_cvref_t<L>;
-  using right_type = std::remove_cvref_t<R>;
-  using value_type = typename left_type::value_type;
-  using space = typename left_type::space;
-  L left;
-  R right;
+struct product_expr : detail::binary_node<L, R> {
   template <class X, class Y>
-  product_expr(X&& l, Y&& r) : left(std::forward<X>(l)), right(std::forward<Y>(r)) {}
-  index rows() const { return left.rows(); }
-  index cols() const { return right.cols(); }
-  static constexpr auto leaf_types() {
-    return boost::hana::concat(detail::leaf_types<L>(), detail::leaf_types<R>());
-  }
+  product_expr(X&& l, Y&& r) : detail::binary_node<L, R>(std::forward<X>(l), std::forward<Y>(r)) {}
+  index rows() const { return this->left.rows(); }
+  index cols() const { return this->right.cols(); }
 };
 
 // s * inner.
