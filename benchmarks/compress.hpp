@@ -1,12 +1,19 @@
 #pragma once
 // Compression benchmark, written once for every space: the reference problems of TARGETS.md beside
-// the peer's figures, then a sweep over n (time should grow linearly).
+// the peer's figures, then a sweep over n (time should grow linearly). Two tables: time and rate per
+// phase (nominal flops, see compress_flops, against this space's batched dgemm measured here), and
+// memory, accuracy (the report's ||A - A_c||_2 / ||A||_2, by power iteration as the peer measures it),
+// ranks, and HGEMV on the compact per-node layout beside the padded uniform one.
+#include <h2expr/detail/compact.hpp>
 #include <h2expr/h2expr.hpp>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
+
+#include "timing.hpp"
 
 namespace h2expr::bench {
 
@@ -15,51 +22,129 @@ double low_rank_mb(const h2_matrix<T, Space>& A) {
   return double(A.memory_bytes() - A.data().dense.size() * sizeof(T)) * 1e-6;
 }
 
+// The space's strided batched gemm on count square items of size k: the ceiling of the rates.
+template <class T, class Space>
+double batched_gemm_gflops(int k, int count) {
+  namespace hd = h2expr::detail;
+  auto ctx = default_context<Space>();
+  const std::size_t item = std::size_t(k) * k;
+  hd::buffer<T, Space> A(ctx, item * count), B(ctx, item * count), C(ctx, item * count);
+  hd::fill(*ctx, A.data(), A.size(), T(0.5)), hd::fill(*ctx, B.data(), B.size(), T(0.25));
+  const double t = best_seconds(*ctx, [&] {
+    hd::gemm_strided_batched(*ctx, hd::op::none, hd::op::none, k, k, k, T(1), A.data(), k, std::int64_t(item), B.data(),
+                             k, std::int64_t(item), T(0), C.data(), k, std::int64_t(item), count);
+  });
+  return 2.0 * k * k * k * count / t * 1e-9;
+}
+
+struct compress_result {
+  std::string name;
+  std::size_t n = 0;
+  double tol = 0;
+  compress_report rep;
+  double mb_in = 0, mb_padded = 0, mb_out = 0, hgemv_compact = 0, hgemv_padded = 0;
+  bool skipped = false;
+};
+
 template <class T, class Space, int D, class Kernel>
-void compress_problem(const std::string& name, const point_cloud<T, D>& pts, const Kernel& k, build_options bo,
-                      double tol) {
+compress_result compress_problem(const std::string& name, const point_cloud<T, D>& pts, const Kernel& k,
+                                 build_options bo, double tol) {
+  compress_result r{name, std::size_t(pts.size()), tol};
+  std::fprintf(stderr, "compress: %s, n %zu, tol %.0e\n", name.c_str(), r.n, tol);
   try {
     auto A = h2_matrix<T, Space>::from_kernel(pts, k, bo);
-    const double before = low_rank_mb(A);
-    const auto rep = compress(A, tol);
-    std::string ranks;
-    for (int r : rep.ranks_after) ranks += std::to_string(r) + " ";
-    std::printf("| %-26s | %8zu | %6.0e | %8.3f | %8.3f | %8.3f | %8.3f | %8.3f | %9.1f | %8.1f | %8.1e | %s|\n",
-                name.c_str(), std::size_t(pts.size()), tol, rep.seconds_orthogonalize, rep.seconds_weights,
-                rep.seconds_truncation, rep.seconds_projection,
-                rep.seconds_orthogonalize + rep.seconds_weights + rep.seconds_truncation + rep.seconds_projection, before,
-                low_rank_mb(A), rep.error_estimate, ranks.c_str());
+    r.mb_in = low_rank_mb(A);
+    r.rep = compress(A, tol);
+    r.mb_out = low_rank_mb(A);
+    auto P = A;  // the same operator in the uniform layout (ranks padded to the largest per level)
+    detail::pad(P.data());
+    r.mb_padded = low_rank_mb(P);
+    const auto x = matrix<T, Space>::random(A.cols(), 1, 7, A.data().ctx);
+    auto y = matrix<T, Space>::uninitialized(A.rows(), 1, A.data().ctx);
+    auto time_hgemv = [&](const h2_matrix<T, Space>& M) {
+      return best_seconds(M.context(), [&] { detail::hgemv(M.data(), detail::op::none, x.view(), y.view()); });
+    };
+    r.hgemv_compact = time_hgemv(A), r.hgemv_padded = time_hgemv(P);
   } catch (const device_out_of_memory&) {
-    std::printf("| %-26s | %8zu | out of device memory: skipped\n", name.c_str(), std::size_t(pts.size()));
+    r.skipped = true;
   }
-  std::fflush(stdout);
+  return r;
+}
+
+inline void print_rates(const std::vector<compress_result>& rows, double ceiling) {
+  std::printf("| %-26s | %8s | %6s | %8s | %8s | %8s | %8s | %8s | %9s | %9s | %7s |\n", "problem", "n", "tol",
+              "orth (s)", "weights", "trunc", "project", "total", "orth GF/s", "all GF/s", "of gemm");
+  std::printf("|----------------------------|----------|--------|----------|----------|----------|----------|----------|"
+              "-----------|-----------|---------|\n");
+  for (const auto& r : rows) {
+    if (r.skipped) {
+      std::printf("| %-26s | %8zu | out of device memory: skipped\n", r.name.c_str(), r.n);
+      continue;
+    }
+    const auto& p = r.rep;
+    const double all = p.flops() / p.seconds() * 1e-9;
+    std::printf("| %-26s | %8zu | %6.0e | %8.3f | %8.3f | %8.3f | %8.3f | %8.3f | %9.1f | %9.1f | %6.1f%% |\n",
+                r.name.c_str(), r.n, r.tol, p.seconds_orthogonalize, p.seconds_weights, p.seconds_truncation,
+                p.seconds_projection, p.seconds(), p.flops_orthogonalize / p.seconds_orthogonalize * 1e-9, all,
+                100 * all / ceiling);
+  }
+}
+
+inline void print_memory(const std::vector<compress_result>& rows) {
+  std::printf("| %-26s | %8s | %6s | %9s | %9s | %9s | %8s | %13s | %s |\n", "problem", "n", "tol", "LR MB in",
+              "padded", "compact", "error", "HGEMV ms c/p", "largest node rank | average, per level");
+  std::printf("|----------------------------|----------|--------|-----------|-----------|-----------|----------|"
+              "---------------|-----|\n");
+  for (const auto& r : rows) {
+    if (r.skipped) continue;
+    std::string ranks, avg;
+    for (int v : r.rep.ranks_after) ranks += std::to_string(v) + " ";
+    for (double v : r.rep.node_rank_avg) {
+      char b[16];
+      std::snprintf(b, sizeof b, "%.0f ", v);
+      avg += b;
+    }
+    std::printf("| %-26s | %8zu | %6.0e | %9.1f | %9.1f | %9.1f | %8.1e | %6.1f / %-4.1f | %s| %s|\n",
+                r.name.c_str(), r.n, r.tol, r.mb_in, r.mb_padded, r.mb_out, r.rep.error_estimate,
+                r.hgemv_compact * 1e3, r.hgemv_padded * 1e3, ranks.c_str(), avg.c_str());
+  }
 }
 
 template <class Space>
 void run_compress_benchmarks(int max_log_n) {
+  const double g32 = batched_gemm_gflops<double, Space>(32, 16384), g64 = batched_gemm_gflops<double, Space>(64, 4096);
+  std::printf("# batched dgemm on this space, measured here: 32^3 items %.1f GFLOP/s, 64^3 items %.1f GFLOP/s (the "
+              "ceiling below: 64)\n",
+              g32, g64);
   std::printf("\n## Reference problems (TARGETS.md). Peer (H2Opus CPU, 2 cores), compression to 1e-4 after\n"
               "## orthogonalization: 2D orthogonalization 0.32 s, compression 0.43 s, low-rank memory 532 -> 21 MB,\n"
               "## error 8.1e-5, ranks 0 0 12 18 28 24 20 17 15 11 8; 3D 0.38 s, 0.74 s, 692 -> 154 MB, error 1.4e-4,\n"
               "## ranks 0 0 0 16 27 30 39 38 32 27 24. Error: ||A - A_c||_2 / ||A||_2 by power iteration.\n\n");
-  std::printf("| %-26s | %8s | %6s | %8s | %8s | %8s | %8s | %8s | %9s | %8s | %8s | %s |\n", "problem", "n", "tol",
-              "orth (s)", "weights", "trunc", "project", "total", "LR MB in", "LR MB out", "error", "ranks per level");
-  std::printf("|----------------------------|----------|--------|----------|----------|----------|----------|----------|"
-              "-----------|----------|----------|-----|\n");
+  std::vector<compress_result> targets, sweep;
   for (double tol : {1e-4, 1e-7}) {
-    compress_problem<double, Space>("TARGETS 2D exp l=0.1 p=8", point_cloud<double, 2>::grid({256, 256}),
-                                    kernels::exponential{0.1}, {.leaf_size = 64, .eta = 1.0, .cheb_points = 8}, tol);
-    compress_problem<double, Space>("TARGETS 3D exp l=0.2 p=4", point_cloud<double, 3>::grid({40, 40, 40}),
-                                    kernels::exponential{0.2}, {.leaf_size = 64, .eta = 1.0, .cheb_points = 4}, tol);
+    targets.push_back(compress_problem<double, Space>("TARGETS 2D exp l=0.1 p=8", point_cloud<double, 2>::grid({256, 256}),
+                                                      kernels::exponential{0.1},
+                                                      {.leaf_size = 64, .eta = 1.0, .cheb_points = 8}, tol));
+    targets.push_back(compress_problem<double, Space>("TARGETS 3D exp l=0.2 p=4",
+                                                      point_cloud<double, 3>::grid({40, 40, 40}), kernels::exponential{0.2},
+                                                      {.leaf_size = 64, .eta = 1.0, .cheb_points = 4}, tol));
   }
-  std::printf("\n## Sweep (eta 0.9, leaf 64): time should grow linearly with n\n\n");
+  print_rates(targets, g64);
+  std::printf("\n");
+  print_memory(targets);
+  std::printf("\n## Sweep (eta 0.9, leaf 64, tol 1e-4): time should grow linearly with n\n\n");
   for (int logn = 14; logn <= max_log_n; logn += 2) {
     const int g2 = 1 << (logn / 2);
-    compress_problem<double, Space>("2D exp l=0.1 p=8", point_cloud<double, 2>::grid({g2, g2}, 0.1, 1),
-                                    kernels::exponential{0.1}, {.leaf_size = 64, .cheb_points = 8}, 1e-4);
+    sweep.push_back(compress_problem<double, Space>("2D exp l=0.1 p=8", point_cloud<double, 2>::grid({g2, g2}, 0.1, 1),
+                                                    kernels::exponential{0.1}, {.leaf_size = 64, .cheb_points = 8}, 1e-4));
     const int g3 = int(std::lround(std::cbrt(double(1 << logn))));
-    compress_problem<double, Space>("3D exp l=0.2 p=4", point_cloud<double, 3>::grid({g3, g3, g3}, 0.1, 1),
-                                    kernels::exponential{0.2}, {.leaf_size = 64, .cheb_points = 4}, 1e-4);
+    sweep.push_back(compress_problem<double, Space>("3D exp l=0.2 p=4",
+                                                    point_cloud<double, 3>::grid({g3, g3, g3}, 0.1, 1),
+                                                    kernels::exponential{0.2}, {.leaf_size = 64, .cheb_points = 4}, 1e-4));
   }
+  print_rates(sweep, g64);
+  std::printf("\n");
+  print_memory(sweep);
 }
 
 }  // namespace h2expr::bench

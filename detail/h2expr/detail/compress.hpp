@@ -6,7 +6,8 @@
 //   3. truncation: P_t = the leading left singular vectors of Z_t, kept while sigma > tol ||A||_2;
 //      new leaves U_t P_t, new transfers P_c^T E_c P_p;
 //   4. projection of the coupling matrices, P_t^T S_ts P_s (transform_coupling).
-// Ranks stay uniform per level (the largest node rank; smaller nodes get zero columns).
+// Ranks come out uniform per level (the largest node rank; smaller nodes get zero columns); compress()
+// then stores every node at its own rank (compact.hpp).
 #include <h2expr/detail/hgemv.hpp>
 #include <h2expr/detail/orthogonalize.hpp>
 #include <h2expr/matrix.hpp>
@@ -174,13 +175,91 @@ double norm_estimate(const h2_data<T, Space>& A, int iterations = 20) {
 // Seconds per phase of a recompression.
 struct compress_phases {
   double orthogonalize = 0, weights = 0, truncation = 0, projection = 0;
+  // Nominal floating-point operations per phase (compress_flops), for rates.
+  double flops_orthogonalize = 0, flops_weights = 0, flops_truncation = 0, flops_projection = 0;
 };
 
-// Steps 1-4 in place; `choose` picks the node ranks from the weights' singular values (see
-// truncation_bases). Returns the node ranks per level (rows, then columns for separate bases); ranks
-// become uniform per level at the largest node rank.
+// Householder QR of m x n: 2mnp - (m + n)p^2 + 2p^3/3 with p = min(m, n) (R alone; Q costs as much).
+inline double qr_flops(double m, double n) {
+  const double p = std::min(m, n);
+  return 2 * m * n * p - (m + n) * p * p + 2 * p * p * p / 3;
+}
+
+// The nominal work of recompress() on the uniform layouts, phase by phase, from the ranks before (k),
+// after orthogonalization (o) and after truncation (r): gemm 2mnk, QR as qr_flops (twice with Q),
+// SVD of an n x n weight with both vector sets 22n^3 (Golub and Van Loan). The identity products
+// that stack the coupling blocks into the weights are copies and not counted.
+template <class T, class Space>
+void compress_flops(const h2_data<T, Space>& A, const std::vector<int>& k, const std::vector<int>& o,
+                    const std::vector<int>& r, bool shared, compress_phases& ph) {
+  const auto& tree = A.structure.row_tree();
+  const auto& blocks = A.structure.blocks();
+  const int L = A.depth(), bases = shared ? 1 : 2;
+  double orth = 0, weights = 0, trunc = 0, proj = 0;
+  for (int t = 0; t < 1 << L; ++t) orth += 2 * qr_flops(tree.size(cluster_tree::level_begin(L) + t), k[L]);
+  for (int l = L; l >= 1; --l)
+    orth += (1 << (l - 1)) * (2 * 2.0 * o[l] * k[l - 1] * k[l] + 2 * qr_flops(2.0 * o[l], k[l - 1]));
+  orth *= bases;
+  for (int l = 0; l <= L; ++l) {
+    const auto& lv = blocks.coupling[l];
+    const double b = lv.blocks(), kl = k[l], ol = o[l], rl = r[l], op = l > 0 ? o[l - 1] : 0;
+    orth += b * (2 * ol * kl * kl + 2 * ol * ol * kl);
+    proj += b * (2 * rl * ol * ol + 2 * rl * rl * ol);
+    for (int t = 0; t < 1 << l; ++t) {  // per basis: the blocks of row t (and of column t when shared)
+      const double rows_t = lv.row_ptr[t + 1] - lv.row_ptr[t], cols_t = lv.col_ptr[t + 1] - lv.col_ptr[t];
+      const double height = op + (shared ? rows_t + cols_t : rows_t) * ol;
+      weights += 2 * op * ol * op + qr_flops(std::max(height, 1.0), ol);
+      if (!shared) weights += 2 * op * ol * op + qr_flops(std::max(op + cols_t * ol, 1.0), ol);
+      trunc += bases * 22 * ol * ol * ol;
+    }
+    if (l == L) trunc += bases * double(1 << L) * 2 * A.m_max * rl * ol;
+    else trunc += bases * double(1 << (l + 1)) * (2 * o[l + 1] * rl * ol + 2 * r[l + 1] * rl * o[l + 1]);
+  }
+  ph.flops_orthogonalize += orth, ph.flops_weights += weights, ph.flops_truncation += trunc, ph.flops_projection += proj;
+}
+
+// The rank every node of every level keeps, per basis (cols == rows for shared bases).
+struct kept_ranks {
+  std::vector<std::vector<int>> rows, cols;
+};
+
+// Steps 1-4 in place, on the uniform layout; `choose` picks the node ranks from the weights' singular
+// values (see truncation_bases). Ranks become uniform per level at the largest node rank (zero
+// columns past a node's own rank): compact() can then store the node ranks returned.
+// ||A - B||_2 by power iteration on (A - B)^T (A - B), for two representations of one structure with
+// the same dense leaves, which B does not hold (they cancel): A lends its own for B's products.
+template <class T, class Space>
+double difference_norm(h2_data<T, Space>& A, h2_data<T, Space>& B, int iterations = 10) {
+  struct lend {  // A's dense leaves in B while a product of B runs, back in A whatever happens
+    h2_data<T, Space>&a, &b;
+    lend(h2_data<T, Space>& a_, h2_data<T, Space>& b_) : a(a_), b(b_) { std::swap(a.dense, b.dense); }
+    ~lend() { std::swap(a.dense, b.dense); }
+  };
+  auto apply = [&](op trans, const matrix<T, Space>& x, matrix<T, Space>& y) {
+    hgemv(A, trans, const_view<T, Space>(x.view()), y.view());
+    lend l(A, B);
+    hgemv(B, trans, T(-1), const_view<T, Space>(x.view()), T(1), y.view());
+  };
+  auto x = matrix<T, Space>::random(A.structure.cols(), 1, 777, A.ctx);
+  auto y = matrix<T, Space>::uninitialized(A.structure.rows(), 1, A.ctx);
+  double sigma = 0;
+  for (int it = 0; it < iterations; ++it) {
+    const double xn = to_dense(x).template cast<double>().norm();
+    if (xn == 0) break;
+    x = matrix<T, Space>(to_dense(x) / T(xn), A.ctx);
+    apply(op::none, x, y);
+    sigma = to_dense(y).template cast<double>().norm();
+    apply(op::transpose, y, x);
+  }
+  return sigma;
+}
+
+// Steps 1-4; `error`, when given, receives ||A_before - A_after||_2 by power iteration before the old
+// representation is released (no copy of A: both exist at that point anyway).
 template <class T, class Space, class Choose>
-std::vector<std::vector<int>> recompress(h2_data<T, Space>& d, Choose&& choose, compress_phases* phases = nullptr) {
+kept_ranks recompress(h2_data<T, Space>& d, Choose&& choose, compress_phases* phases = nullptr, double* error = nullptr) {
+  require(!d.compact(), "recompress: pad() the matrix first");
+  const std::vector<int> k_in = d.rank;
   using clock = std::chrono::steady_clock;
   auto t0 = clock::now();
   auto lap = [&](double compress_phases::*slot) {
@@ -191,6 +270,7 @@ std::vector<std::vector<int>> recompress(h2_data<T, Space>& d, Choose&& choose, 
   };
   orthogonalize(d);
   lap(&compress_phases::orthogonalize);
+  const std::vector<int> k_orth = d.rank;
 
   const bool shared = d.row_basis == d.col_basis;
   auto Zr = basis_weights(d, *d.row_basis, true, shared);
@@ -198,24 +278,30 @@ std::vector<std::vector<int>> recompress(h2_data<T, Space>& d, Choose&& choose, 
   if (!shared) Zc = basis_weights(d, *d.col_basis, false, true);
   lap(&compress_phases::weights);
 
-  std::vector<std::vector<int>> nr, nc;
-  auto Pr = truncation_bases(d, Zr, choose, nr);
+  kept_ranks kept;
+  auto Pr = truncation_bases(d, Zr, choose, kept.rows);
   std::vector<buffer<T, Space>> Pc;
-  if (!shared) Pc = truncation_bases(d, Zc, choose, nc);
+  if (!shared) Pc = truncation_bases(d, Zc, choose, kept.cols);
+  else kept.cols = kept.rows;
   const int L = d.depth();
   std::vector<int> r(L + 1, 0);
-  for (int l = 0; l <= L; ++l) {
-    if (!shared) nr[l].insert(nr[l].end(), nc[l].begin(), nc[l].end());
-    for (int v : nr[l]) r[l] = std::max(r[l], v);
-  }
+  for (int l = 0; l <= L; ++l)
+    for (const auto* level : {&kept.rows[l], &kept.cols[l]})
+      for (int v : *level) r[l] = std::max(r[l], v);
   auto row = std::make_shared<basis_tree<T, Space>>(truncated_basis(d, *d.row_basis, Pr, r));
   auto col = shared ? row : std::make_shared<basis_tree<T, Space>>(truncated_basis(d, *d.col_basis, Pc, r));
   lap(&compress_phases::truncation);
 
-  transform_coupling(d, Pr, op::transpose, shared ? Pr : Pc, op::none, r);
-  d.row_basis = row, d.col_basis = col, d.rank = r;
+  h2_data<T, Space> cut;  // the truncated representation, without dense leaves
+  cut.ctx = d.ctx, cut.structure = d.structure, cut.m_max = d.m_max, cut.rank = r, cut.arrays = d.arrays;
+  cut.row_basis = row, cut.col_basis = col;
+  cut.coupling = transform_coupling(d, Pr, op::transpose, shared ? Pr : Pc, op::none, r);
   lap(&compress_phases::projection);
-  return nr;
+  if (error) *error = difference_norm(d, cut);
+  d.row_basis = row, d.col_basis = col, d.rank = r, d.coupling = std::move(cut.coupling);
+  t0 = clock::now();
+  if (phases) compress_flops(d, k_in, k_orth, r, shared, *phases);
+  return kept;
 }
 
 }  // namespace h2expr::detail

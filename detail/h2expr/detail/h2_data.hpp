@@ -6,6 +6,7 @@
 #include <h2expr/detail/matrix_tree.hpp>
 #include <h2expr/structure.hpp>
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -19,13 +20,56 @@ buffer<T, Space> clone(const buffer<T, Space>& b) {
   return c;
 }
 
-// A nested basis: explicit leaves (m_max x rank[depth] per leaf, zero rows for padding) and, for
-// l = 1..depth, the transfer matrices into level l - 1 stacked per parent: [E_2j; E_2j+1], a
-// 2 rank[l] x rank[l-1] block per parent j.
+// Where the nodes of a basis tree sit, per level l and node t: its rank k(l, t), its coefficient rows
+// at(l, t) .. at(l, t) + k(l, t) of the level's total(l) (a leaf's columns start at column at(L, t)
+// of the leaf blocks), and the stacked transfers [E_2j; E_2j+1] of parent j of level l - 1 at
+// transfer(l, j), with leading dimension k(l, 2j) + k(l, 2j + 1).
+struct basis_layout {
+  std::vector<std::vector<int>> rank;
+  std::vector<std::vector<std::int64_t>> start, transfers;
+  int k(int l, int t) const { return rank[l][t]; }
+  std::int64_t at(int l, int t) const { return start[l][t]; }
+  std::int64_t total(int l) const { return start[l].back(); }
+  std::int64_t transfer(int l, int j) const { return transfers[l][j]; }
+  int stack(int l, int j) const { return rank[l][2 * j] + rank[l][2 * j + 1]; }
+  // The ranks of one level, or -1 when its nodes differ.
+  int uniform_rank(int l) const {
+    for (int v : rank[l])
+      if (v != rank[l][0]) return -1;
+    return rank[l].empty() ? 0 : rank[l][0];
+  }
+};
+
+// node_rank[l][t], or the level's rank for every node when node_rank is empty.
+inline basis_layout make_basis_layout(const std::vector<std::vector<int>>& node_rank, const std::vector<int>& level_rank) {
+  const int L = int(level_rank.size()) - 1;
+  basis_layout b;
+  b.rank.resize(L + 1), b.start.resize(L + 1), b.transfers.resize(L + 1);
+  for (int l = 0; l <= L; ++l) {
+    const std::size_t nodes = std::size_t(1) << l;
+    b.rank[l] = node_rank.empty() ? std::vector<int>(nodes, level_rank[l]) : node_rank[l];
+    b.start[l].assign(nodes + 1, 0);
+    for (std::size_t t = 0; t < nodes; ++t) b.start[l][t + 1] = b.start[l][t] + b.rank[l][t];
+  }
+  for (int l = 1; l <= L; ++l) {
+    const std::size_t parents = std::size_t(1) << (l - 1);
+    b.transfers[l].assign(parents + 1, 0);
+    for (std::size_t j = 0; j < parents; ++j)
+      b.transfers[l][j + 1] = b.transfers[l][j] + std::int64_t(b.stack(l, int(j))) * b.rank[l - 1][j];
+  }
+  return b;
+}
+
+// A nested basis: explicit leaves (m_max rows per leaf, zero rows for padding) and, for l = 1..depth,
+// the transfer matrices into level l - 1 stacked per parent: [E_2j; E_2j+1] per parent j. Ranks are
+// uniform per level (h2_data::rank: the layouts the batched phases read as strided batches) unless
+// node_rank gives one per node (compress stores its result so, without padding; see basis_layout).
 template <class T, class Space>
 struct basis_tree {
   buffer<T, Space> leaves;
   std::vector<buffer<T, Space>> transfers;  // index l = 1..depth (index 0 unused)
+  std::vector<std::vector<int>> node_rank;  // per level and node; empty: uniform
+  basis_layout layout(const std::vector<int>& level_rank) const { return make_basis_layout(node_rank, level_rank); }
   std::size_t bytes() const {
     std::size_t s = leaves.size();
     for (const auto& t : transfers) s += t.size();
@@ -35,6 +79,7 @@ struct basis_tree {
     basis_tree c;
     c.leaves = detail::clone(leaves);
     for (const auto& t : transfers) c.transfers.push_back(detail::clone(t));
+    c.node_rank = node_rank;
     return c;
   }
 };
@@ -73,14 +118,25 @@ struct h2_data {
   context_ptr<Space> ctx;
   ::h2expr::structure<T> structure;
   int m_max = 0;                  // rows of the largest leaf: the padded leaf size
-  std::vector<int> rank;          // per level 0..depth
+  std::vector<int> rank;          // per level 0..depth (the largest node rank when the bases are compact)
   std::shared_ptr<basis_tree<T, Space>> row_basis, col_basis;  // the same object when U = V
-  std::vector<buffer<T, Space>> coupling;  // per level: blocks(l) of rank[l] x rank[l], row order
+  std::vector<buffer<T, Space>> coupling;  // per level: blocks(l) of rank[l] x rank[l] (or k_t x k_s), row order
   buffer<T, Space> dense;                  // dense leaves, m_max x m_max each (zero padded), row order
   std::shared_ptr<const space_structure<Space>> arrays;
   bool symmetric = false;  // known to equal its transpose (a symmetric kernel, or built so by hara)
 
   int depth() const { return structure.depth(); }
+  // Ranks per node stored without padding (after compress); the algorithms that update bases work on
+  // the uniform layout (see compact.hpp).
+  bool compact() const { return !row_basis->node_rank.empty() || !col_basis->node_rank.empty(); }
+  // Offsets of the coupling blocks of level l (k_row(t) x k_col(s) each, in row order; blocks + 1).
+  std::vector<std::int64_t> coupling_offsets(int l, const basis_layout& rows, const basis_layout& cols) const {
+    const auto& lv = structure.blocks().coupling[l];
+    std::vector<std::int64_t> o(std::size_t(lv.blocks()) + 1, 0);
+    for (int t = 0; t + 1 < int(lv.row_ptr.size()); ++t)
+      for (int b = lv.row_ptr[t]; b < lv.row_ptr[t + 1]; ++b) o[b + 1] = o[b] + std::int64_t(rows.k(l, t)) * cols.k(l, lv.col[b]);
+    return o;
+  }
   std::size_t bytes() const {
     std::size_t s = row_basis->bytes() + (col_basis != row_basis ? col_basis->bytes() : 0);
     for (const auto& c : coupling) s += c.size() * sizeof(T);

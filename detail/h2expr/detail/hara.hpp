@@ -15,6 +15,7 @@
 // The diagonal dense leaves come last, from one product with a block of identities.
 // Symmetric operators sample only the (left, right) blocks: (right, left) is their transpose.
 #include <h2expr/detail/ara.hpp>
+#include <h2expr/detail/compact.hpp>
 #include <h2expr/detail/compress.hpp>
 #include <h2expr/detail/hgemv.hpp>
 #include <h2expr/detail/orthogonalize.hpp>
@@ -375,6 +376,7 @@ class hara_builder {
     }
     report.push_back(diagonal());
     print(log, report.back());
+    if (!kept_.rows.empty()) compact(H_, kept_.rows, kept_.cols);  // each node at its own rank, unpadded
     return std::move(H_);
   }
   double norm_estimate() const { return norm_; }
@@ -535,7 +537,7 @@ class hara_builder {
       rep.seconds_update = since(t1);
 
       const auto t2 = clock::now();
-      recompress(H_, keep_frobenius_share{budget2()}, &rep.compression);
+      kept_ = recompress(H_, keep_frobenius_share{budget2()}, &rep.compression);
       rep.seconds_compress = since(t2);
       peel_ = true;
     }
@@ -605,6 +607,7 @@ class hara_builder {
   hara_parameters p_;
   bool sym_;
   h2_data<T, Space> H_;
+  kept_ranks kept_;  // node ranks of the last recompression: the result is stored at them
   int L_ = 0, m_ = 1;
   index n_ = 0;
   std::int64_t np_ = 0;

@@ -3,9 +3,11 @@
 // paper). Each phase is one batched call per level, on layouts that need no per-call marshaling:
 //   gather X into padded tree order -> upsweep (leaves, then transfers level by level) ->
 //   coupling (block-sparse rows per level) -> downsweep -> leaves -> dense leaves -> scatter to Y.
-// op(A) = A^T swaps the bases and reads the blocks by columns, transposed.
+// op(A) = A^T swaps the bases and reads the blocks by columns, transposed. Per-node ranks (compact
+// bases) run the same phases as variable-size batches (items.hpp).
 #include <h2expr/detail/batched.hpp>
 #include <h2expr/detail/h2_data.hpp>
+#include <h2expr/detail/items.hpp>
 #include <h2expr/view.hpp>
 
 #include <chrono>
@@ -38,6 +40,7 @@ void hgemv(const h2_data<T, Space>& A, op trans, T alpha, const_view<T, Space> X
   const std::int64_t np = std::int64_t(leaves) * m;
   const basis_tree<T, Space>& in = trans == op::none ? *A.col_basis : *A.row_basis;
   const basis_tree<T, Space>& out = trans == op::none ? *A.row_basis : *A.col_basis;
+  const basis_layout li = in.layout(A.rank), lo = out.layout(A.rank);
   const auto& arrays = *A.arrays;
   if (nv == 0) return;
 
@@ -45,17 +48,20 @@ void hgemv(const h2_data<T, Space>& A, op trans, T alpha, const_view<T, Space> X
   gather_rows(ctx, arrays.padded_to_user.data(), np, X.data(), X.ld(), Xp.data(), np, nv);
   mark(&hgemv_phases::gather);
 
-  // x_hat[l], y_hat[l]: the rank[l] coefficients of every node of level l, stacked: (nodes * rank) x nv.
-  // One allocation for all of them: a product is a few dozen launches, and allocations would add as many.
-  std::vector<std::size_t> offset(L + 2, 0);
-  for (int l = 0; l <= L; ++l) offset[l + 1] = offset[l] + (std::size_t(1) << l) * A.rank[l] * nv;
-  buffer<T, Space> coefficients(A.ctx, 2 * offset[L + 1]);
+  // x_hat[l], y_hat[l]: the coefficients of every node of level l, stacked: total(l) x nv (node t at
+  // rows at(l, t)). One allocation for all of them: a product is a few dozen launches, and
+  // allocations would add as many.
+  std::vector<std::size_t> xo(L + 2, 0), yo(L + 2, 0);
+  for (int l = 0; l <= L; ++l) {
+    xo[l + 1] = xo[l] + std::size_t(li.total(l)) * nv;
+    yo[l + 1] = yo[l] + std::size_t(lo.total(l)) * nv;
+  }
+  buffer<T, Space> coefficients(A.ctx, xo[L + 1] + yo[L + 1]);
   std::vector<T*> xh(L + 1), yh(L + 1);
   for (int l = 0; l <= L; ++l) {
-    xh[l] = coefficients.data() + offset[l];
-    yh[l] = coefficients.data() + offset[L + 1] + offset[l];
+    xh[l] = coefficients.data() + xo[l];
+    yh[l] = coefficients.data() + xo[L + 1] + yo[l];
   }
-  auto ld = [&](int l) { return std::int64_t(1 << l) * A.rank[l]; };
   // Levels above the coarsest one with coupling blocks carry nothing: the sweeps stop there.
   int top = L;
   for (int l = 0; l <= L; ++l)
@@ -63,56 +69,83 @@ void hgemv(const h2_data<T, Space>& A, op trans, T alpha, const_view<T, Space> X
       top = l;
       break;
     }
+  // One item per node (or parent) of a level: a strided batch when the level's ranks are uniform.
+  std::vector<item_gemm> items;
 
   // Upsweep: x_hat = V_leaf^T X at the leaves, then x_hat(parent) = [E_c1; E_c2]^T x_hat(children).
-  if (A.rank[L] > 0)
-    gemm_strided_batched(ctx, op::transpose, op::none, A.rank[L], nv, m, T(1), in.leaves.data(), m,
-                         std::int64_t(m) * A.rank[L], Xp.data(), int(np), m, T(0), xh[L], int(ld(L)),
-                         A.rank[L], leaves);
+  const int ldxL = int(li.total(L));
+  for (int t = 0; t < leaves; ++t)
+    items.push_back({li.k(L, t), nv, m, m * li.at(L, t), std::int64_t(t) * m, li.at(L, t), m, int(np), ldxL});
+  if (A.rank[L] > 0) gemm_items(A.ctx, op::transpose, op::none, T(1), in.leaves.data(), Xp.data(), T(0), xh[L], items);
   for (int l = L; l > top; --l) {
-    const int kc = A.rank[l], kp = A.rank[l - 1], parents = 1 << (l - 1);
-    if (kp == 0) continue;
-    if (kc == 0) {
-      fill(ctx, xh[l - 1], offset[l] - offset[l - 1], T(0));
-      continue;
-    }
-    gemm_strided_batched(ctx, op::transpose, op::none, kp, nv, 2 * kc, T(1), in.transfers[l].data(), 2 * kc,
-                         std::int64_t(2) * kc * kp, xh[l], int(ld(l)), 2 * kc, T(0), xh[l - 1],
-                         int(ld(l - 1)), kp, parents);
+    if (A.rank[l - 1] == 0) continue;
+    items.clear();
+    for (int j = 0; j < 1 << (l - 1); ++j)  // k = 0 (childless ranks) writes zeros
+      items.push_back({li.k(l - 1, j), nv, li.stack(l, j), li.transfer(l, j), li.at(l, 2 * j), li.at(l - 1, j),
+                       std::max(li.stack(l, j), 1), int(li.total(l)), int(li.total(l - 1))});
+    gemm_items(A.ctx, op::transpose, op::none, T(1), in.transfers[l].data(), xh[l], T(0), xh[l - 1], items);
   }
   mark(&hgemv_phases::upsweep);
 
-  // Coupling: y_hat(t) = sum_s S_ts x_hat(s) per level (or S_st^T x_hat(s) for A^T).
+  // Coupling: y_hat(t) = sum_s S_ts x_hat(s) per level (or S_st^T x_hat(s) for A^T). Uniform levels
+  // take the block-sparse kernel; per-node ranks take one variable-size batch per block position
+  // within a row (column for A^T), accumulating.
+  const basis_layout& lr = trans == op::none ? lo : li;
+  const basis_layout& lc = trans == op::none ? li : lo;
   for (int l = top; l <= L; ++l) {
     const int k = A.rank[l];
     if (k == 0) continue;
     const auto& lv = arrays.coupling[l];
-    if (trans == op::none)
-      bsr_gemm(ctx, op::none, 1 << l, lv.row_ptr.data(), lv.col.data(), static_cast<const int*>(nullptr),
-               A.coupling[l].data(), k, k, std::int64_t(k) * k, xh[l], ld(l), yh[l], ld(l), nv, T(0));
-    else
-      bsr_gemm(ctx, op::transpose, 1 << l, lv.col_ptr.data(), lv.row_of.data(), lv.block_of.data(),
-               A.coupling[l].data(), k, k, std::int64_t(k) * k, xh[l], ld(l), yh[l], ld(l), nv, T(0));
+    const std::int64_t ldx = li.total(l), ldy = lo.total(l);
+    if (lr.uniform_rank(l) == k && lc.uniform_rank(l) == k) {
+      if (trans == op::none)
+        bsr_gemm(ctx, op::none, 1 << l, lv.row_ptr.data(), lv.col.data(), static_cast<const int*>(nullptr),
+                 A.coupling[l].data(), k, k, std::int64_t(k) * k, xh[l], ldx, yh[l], ldy, nv, T(0));
+      else
+        bsr_gemm(ctx, op::transpose, 1 << l, lv.col_ptr.data(), lv.row_of.data(), lv.block_of.data(),
+                 A.coupling[l].data(), k, k, std::int64_t(k) * k, xh[l], ldx, yh[l], ldy, nv, T(0));
+      continue;
+    }
+    fill(ctx, yh[l], std::size_t(ldy) * nv, T(0));
+    const auto& hl = A.structure.blocks().coupling[l];
+    const auto co = A.coupling_offsets(l, lr, lc);
+    const auto& ptr = trans == op::none ? hl.row_ptr : hl.col_ptr;
+    for (int round = 0;; ++round) {
+      items.clear();
+      for (int u = 0; u + 1 < int(ptr.size()); ++u) {  // u: the output node (row t, or column s for A^T)
+        const int e = ptr[u] + round;
+        if (e >= ptr[u + 1]) continue;
+        const int b = trans == op::none ? e : hl.block_of[e], v = trans == op::none ? hl.col[e] : hl.row_of[e];
+        const int t = trans == op::none ? u : v;  // block b = (t, s) is k_row(t) x k_col(s)
+        items.push_back({lo.k(l, u), nv, li.k(l, v), co[b], li.at(l, v), lo.at(l, u), std::max(lr.k(l, t), 1),
+                         int(ldx), int(ldy)});
+      }
+      if (items.empty()) break;
+      gemm_items(A.ctx, trans, op::none, T(1), A.coupling[l].data(), xh[l], T(1), yh[l], items);
+    }
   }
 
   mark(&hgemv_phases::coupling);
 
   // Downsweep: y_hat(children) += [E_c1; E_c2] y_hat(parent).
   for (int l = top + 1; l <= L; ++l) {
-    const int kc = A.rank[l], kp = A.rank[l - 1], parents = 1 << (l - 1);
-    if (kc == 0 || kp == 0) continue;
-    gemm_strided_batched(ctx, op::none, op::none, 2 * kc, nv, kp, T(1), out.transfers[l].data(), 2 * kc,
-                         std::int64_t(2) * kc * kp, yh[l - 1], int(ld(l - 1)), kp, T(1), yh[l],
-                         int(ld(l)), 2 * kc, parents);
+    if (A.rank[l] == 0 || A.rank[l - 1] == 0) continue;
+    items.clear();
+    for (int j = 0; j < 1 << (l - 1); ++j)
+      items.push_back({lo.stack(l, j), nv, lo.k(l - 1, j), lo.transfer(l, j), lo.at(l - 1, j), lo.at(l, 2 * j),
+                       std::max(lo.stack(l, j), 1), int(lo.total(l - 1)), int(lo.total(l))});
+    gemm_items(A.ctx, op::none, op::none, T(1), out.transfers[l].data(), yh[l - 1], T(1), yh[l], items);
   }
 
   mark(&hgemv_phases::downsweep);
 
-  // Leaves: Y = U_leaf y_hat, then the dense leaves add their part.
-  if (A.rank[L] > 0)
-    gemm_strided_batched(ctx, op::none, op::none, m, nv, A.rank[L], T(1), out.leaves.data(), m,
-                         std::int64_t(m) * A.rank[L], yh[L], int(ld(L)), A.rank[L], T(0), Yp.data(), int(np),
-                         m, leaves);
+  // Leaves: Y = U_leaf y_hat (a rank-0 leaf writes zeros), then the dense leaves add their part.
+  if (A.rank[L] > 0) {
+    items.clear();
+    for (int t = 0; t < leaves; ++t)
+      items.push_back({m, nv, lo.k(L, t), m * lo.at(L, t), lo.at(L, t), std::int64_t(t) * m, m, int(lo.total(L)), int(np)});
+    gemm_items(A.ctx, op::none, op::none, T(1), out.leaves.data(), yh[L], T(0), Yp.data(), items);
+  }
   mark(&hgemv_phases::leaves);
   const T leaves_written = A.rank[L] > 0 ? T(1) : T(0);
   const auto& dn = arrays.dense;

@@ -139,14 +139,16 @@ std::vector<buffer<T, Space>> orthogonalize_basis(const context_ptr<Space>& ctx,
   return R;
 }
 
-// S_b <- op_l(X_t) S_b op_r(Y_s) for every coupling block b = (t, s) of every level, from rank k to
-// rank r[l]; X and Y hold a rank x rank matrix per node (only r[l] of their rows/columns enter).
+// op_l(X_t) S_b op_r(Y_s) for every coupling block b = (t, s) of every level, from rank k to rank
+// r[l]; X and Y hold a rank x rank matrix per node (only r[l] of their rows/columns enter).
 // Orthogonalization applies R_t S R_s^T (r = k), truncation P_t^T S P_s.
 template <class T, class Space>
-void transform_coupling(h2_data<T, Space>& A, const std::vector<buffer<T, Space>>& X, op op_l,
-                        const std::vector<buffer<T, Space>>& Y, op op_r, const std::vector<int>& r) {
+std::vector<buffer<T, Space>> transform_coupling(const h2_data<T, Space>& A, const std::vector<buffer<T, Space>>& X,
+                                                 op op_l, const std::vector<buffer<T, Space>>& Y, op op_r,
+                                                 const std::vector<int>& r) {
   const auto& ctx = A.ctx;
   const auto& blocks = A.structure.blocks();
+  std::vector<buffer<T, Space>> out(A.depth() + 1);
   for (int l = 0; l <= A.depth(); ++l) {
     const auto& lv = blocks.coupling[l];
     const int k = A.rank[l], rl = r[l], count = lv.blocks();
@@ -160,15 +162,16 @@ void transform_coupling(h2_data<T, Space>& A, const std::vector<buffer<T, Space>
         }
       buffer<T, Space> tmp(ctx, std::size_t(count) * rl * k);
       auto px = pointers(ctx, const_cast<T*>(X[l].data()), xo), py = pointers(ctx, const_cast<T*>(Y[l].data()), yo);
-      auto pb = pointers(ctx, A.coupling[l].data(), bo), pt = pointers(ctx, tmp.data(), to), pn = pointers(ctx, S.data(), so);
+      auto pb = pointers(ctx, const_cast<T*>(A.coupling[l].data()), bo), pt = pointers(ctx, tmp.data(), to), pn = pointers(ctx, S.data(), so);
       gemm_batched(*ctx, op_l, op::none, rl, k, k, T(1), (const T* const*)px.data(), k, (const T* const*)pb.data(), k,
                    T(0), pt.data(), rl, count);
       gemm_batched(*ctx, op::none, op_r, rl, rl, k, T(1), (const T* const*)pt.data(), rl, (const T* const*)py.data(), k,
                    T(0), pn.data(), rl, count);
       ctx->synchronize();  // tmp and the pointer arrays are released on return
     }
-    A.coupling[l] = std::move(S);
+    out[l] = std::move(S);
   }
+  return out;
 }
 
 template <class T, class Space>
@@ -177,10 +180,10 @@ void orthogonalize(h2_data<T, Space>& A) {
   const auto r = orthogonal_ranks(A.rank, A.m_max);
   auto Rrow = orthogonalize_basis(A.ctx, *A.row_basis, A.rank, r, A.m_max, tree);
   if (A.col_basis == A.row_basis) {
-    transform_coupling(A, Rrow, op::none, Rrow, op::transpose, r);
+    A.coupling = transform_coupling(A, Rrow, op::none, Rrow, op::transpose, r);
   } else {
     auto Rcol = orthogonalize_basis(A.ctx, *A.col_basis, A.rank, r, A.m_max, A.structure.col_tree());
-    transform_coupling(A, Rrow, op::none, Rcol, op::transpose, r);
+    A.coupling = transform_coupling(A, Rrow, op::none, Rcol, op::transpose, r);
   }
   A.rank = r;
   A.ctx->synchronize();  // the temporaries of the last level go away with this scope

@@ -26,6 +26,19 @@ __global__ void copy_batched(int rows, int cols, const T* const* src, int lds, T
 }
 
 template <class T>
+__global__ void copy_vbatched(const int* rows, const int* cols, const T* const* src, const int* lds, T* const* dst,
+                              const int* ldd) {
+  const int r = rows[blockIdx.x];
+  const std::int64_t total = std::int64_t(r) * cols[blockIdx.x], ls = lds[blockIdx.x], ld = ldd[blockIdx.x];
+  const T* s = src[blockIdx.x];
+  T* d = dst[blockIdx.x];
+  for (std::int64_t e = threadIdx.x; e < total; e += blockDim.x) {
+    const std::int64_t i = e % r, j = e / r;
+    d[i + j * ld] = s[i + j * ls];
+  }
+}
+
+template <class T>
 __global__ void axpy(std::size_t n, T alpha, const T* x, T* y) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
     y[i] += alpha * x[i];
@@ -77,6 +90,14 @@ void copy_batched(context<cuda>& c, int rows, int cols, const T* const* src, int
                   int count, const int* item_cols = nullptr) {
   if (rows == 0 || cols == 0 || count == 0) return;
   kernels::copy_batched<<<count, 256, 0, c.stream()>>>(rows, cols, src, lds, dst, ldd, item_cols);
+  H2EXPR_CUDA_LAUNCHED();
+}
+// Blocks of any shape and leading dimension (all arrays in device memory).
+template <class T>
+void copy_vbatched(context<cuda>& c, const int* rows, const int* cols, const T* const* src, const int* lds,
+                   T* const* dst, const int* ldd, int count) {
+  if (count == 0) return;
+  kernels::copy_vbatched<<<count, 256, 0, c.stream()>>>(rows, cols, src, lds, dst, ldd);
   H2EXPR_CUDA_LAUNCHED();
 }
 template <class T>

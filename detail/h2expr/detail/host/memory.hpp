@@ -43,6 +43,16 @@ void copy_batched(context<host>&, int rows, int cols, const T* const* src, int l
     for (int j = 0; j < (item_cols ? item_cols[i] : cols); ++j)
       std::copy_n(src[i] + std::int64_t(j) * lds, rows, dst[i] + std::int64_t(j) * ldd);
 }
+// dst[i](0:rows[i], 0:cols[i]) = src[i](0:rows[i], 0:cols[i]): blocks of any shape and leading
+// dimension (a compact per-node layout from or into a padded one).
+template <class T>
+void copy_vbatched(context<host>&, const int* rows, const int* cols, const T* const* src, const int* lds,
+                   T* const* dst, const int* ldd, int count) {
+#pragma omp parallel for schedule(dynamic, 16)
+  for (int i = 0; i < count; ++i)
+    for (int j = 0; j < cols[i]; ++j)
+      std::copy_n(src[i] + std::int64_t(j) * lds[i], rows[i], dst[i] + std::int64_t(j) * ldd[i]);
+}
 // Transfers between the space and ordinary host memory (plain copies here).
 template <class T>
 void download_2d(context<host>& c, std::size_t rows, std::size_t cols, const T* src, std::size_t lds,
