@@ -52,12 +52,14 @@ int kernel_matvec(const char* space_name, int grid = 128) {
 
   // Recompression to 1e-4 (relative to ||A||_2): orthogonalize, basis generation, truncation, projection.
   auto rep = hx::compress(A, 1e-4);
-  std::printf("  compress(A, 1e-4): %.1f MB -> %.1f MB, error estimate %.1e (||A||_2 ~ %.1f)\n", rep.memory_before * 1e-6,
-              rep.memory_after * 1e-6, rep.error_estimate, rep.norm_estimate);
-  std::printf("    ranks per level:");
-  for (int r : rep.ranks_after) std::printf(" %d", r);
-  std::printf("\n    time: orthogonalize %.3f s, weights %.3f s, truncation %.3f s, projection %.3f s\n",
-              rep.seconds_orthogonalize, rep.seconds_weights, rep.seconds_truncation, rep.seconds_projection);
+  std::printf("  compress(A, 1e-4): %.1f MB -> %.1f MB, error %.1e (2-norm, relative; ||A||_2 ~ %.1f)\n",
+              rep.memory_before * 1e-6, rep.memory_after * 1e-6, rep.error_estimate, rep.norm_estimate);
+  std::printf("    node ranks per level, smallest/average/largest (each node stored at its own rank):");
+  for (std::size_t l = 0; l < rep.ranks_after.size(); ++l)
+    std::printf(" %d/%.0f/%d", rep.node_rank_min[l], rep.node_rank_avg[l], rep.node_rank_max[l]);
+  std::printf("\n    time: orthogonalize %.3f s, weights %.3f s, truncation %.3f s, projection %.3f s (%.1f GFLOP/s)\n",
+              rep.seconds_orthogonalize, rep.seconds_weights, rep.seconds_truncation, rep.seconds_projection,
+              rep.flops() / rep.seconds() * 1e-9);
   Y = A * X;  // warm-up
   t0 = clock::now();
   Y = A * X;

@@ -9,6 +9,7 @@
 // Ranks come out uniform per level (the largest node rank; smaller nodes get zero columns); compress()
 // then stores every node at its own rank (compact.hpp).
 #include <h2expr/detail/hgemv.hpp>
+#include <h2expr/detail/items.hpp>
 #include <h2expr/detail/orthogonalize.hpp>
 #include <h2expr/matrix.hpp>
 
@@ -28,7 +29,8 @@ buffer<T, Space> identity_buffer(const context_ptr<Space>& ctx, int k) {
 
 // Weights of a basis, per level: R_t with Z_t = R_t^T (rank x rank per node). A row basis carries the
 // blocks of row t (S_ts^T in the stack), a column basis those of column t (S_st); a basis shared by
-// rows and columns carries both, so it stays valid for a non-symmetric operator.
+// rows and columns carries both, so it stays valid for a non-symmetric operator (recompress passes
+// the rows alone for a symmetric one).
 template <class T, class Space>
 std::vector<buffer<T, Space>> basis_weights(h2_data<T, Space>& A, const basis_tree<T, Space>& B, bool rows, bool cols) {
   const auto& ctx = A.ctx;
@@ -46,28 +48,19 @@ std::vector<buffer<T, Space>> basis_weights(h2_data<T, Space>& A, const basis_tr
     for (int t = 0; t < nodes; ++t) H = std::max(H, height[t] = kp + entries(t) * k);
     buffer<T, Space> W(ctx, std::size_t(nodes) * H * k);
     fill(*ctx, W.data(), W.size(), T(0));
-    // Below the parent part: S_ts^T for the blocks of row t, then S_st for those of column t.
-    std::vector<std::int64_t> s_row, w_row, s_col, w_col;
+    // Below the parent part: S_ts^T for the blocks of row t, then S_st for those of column t (copies).
+    std::vector<item_copy> rows_part, cols_part;
     for (int t = 0; t < nodes; ++t) {
       std::int64_t row = std::int64_t(t) * H * k + kp;
       if (rows)
         for (int e = lv.row_ptr[t]; e < lv.row_ptr[t + 1]; ++e, row += k)
-          s_row.push_back(std::int64_t(e) * k * k), w_row.push_back(row);
+          rows_part.push_back({k, k, std::int64_t(e) * k * k, row, k, H});
       if (cols)
         for (int e = lv.col_ptr[t]; e < lv.col_ptr[t + 1]; ++e, row += k)
-          s_col.push_back(std::int64_t(lv.block_of[e]) * k * k), w_col.push_back(row);
+          cols_part.push_back({k, k, std::int64_t(lv.block_of[e]) * k * k, row, k, H});
     }
-    auto I = identity_buffer<T, Space>(ctx, k);
-    for (int pass = 0; pass < 2; ++pass) {
-      const auto& so = pass == 0 ? s_row : s_col;
-      const auto& wo = pass == 0 ? w_row : w_col;
-      if (so.empty()) continue;
-      auto ps = pointers(ctx, A.coupling[l].data(), so), pw = pointers(ctx, W.data(), wo);
-      auto pi = pointers(ctx, I.data(), std::vector<std::int64_t>(so.size(), 0));
-      gemm_batched(*ctx, pass == 0 ? op::transpose : op::none, op::none, k, k, k, T(1), (const T* const*)ps.data(), k,
-                   (const T* const*)pi.data(), k, T(0), pw.data(), H, int(so.size()));
-      ctx->synchronize();
-    }
+    copy_items(ctx, A.coupling[l].data(), W.data(), std::move(rows_part), op::transpose);
+    copy_items(ctx, A.coupling[l].data(), W.data(), std::move(cols_part));
     // Parent part: Z_p^T E_t^T = R_p E_t^T, for child h of every parent.
     if (kp > 0)
       for (int h = 0; h < 2; ++h)
@@ -156,7 +149,7 @@ basis_tree<T, Space> truncated_basis(h2_data<T, Space>& A, const basis_tree<T, S
 
 // ||A||_2 by power iteration on A^T A (HGEMV and its transpose).
 template <class T, class Space>
-double norm_estimate(const h2_data<T, Space>& A, int iterations = 20) {
+double norm_estimate(const h2_data<T, Space>& A, int iterations = 12) {
   const index n = A.structure.cols();
   auto x = matrix<T, Space>::random(n, 1, 12345, A.ctx);
   auto y = matrix<T, Space>::uninitialized(A.structure.rows(), 1, A.ctx);
@@ -191,7 +184,7 @@ inline double qr_flops(double m, double n) {
 // that stack the coupling blocks into the weights are copies and not counted.
 template <class T, class Space>
 void compress_flops(const h2_data<T, Space>& A, const std::vector<int>& k, const std::vector<int>& o,
-                    const std::vector<int>& r, bool shared, compress_phases& ph) {
+                    const std::vector<int>& r, bool shared, bool both, compress_phases& ph) {
   const auto& tree = A.structure.row_tree();
   const auto& blocks = A.structure.blocks();
   const int L = A.depth(), bases = shared ? 1 : 2;
@@ -205,9 +198,9 @@ void compress_flops(const h2_data<T, Space>& A, const std::vector<int>& k, const
     const double b = lv.blocks(), kl = k[l], ol = o[l], rl = r[l], op = l > 0 ? o[l - 1] : 0;
     orth += b * (2 * ol * kl * kl + 2 * ol * ol * kl);
     proj += b * (2 * rl * ol * ol + 2 * rl * rl * ol);
-    for (int t = 0; t < 1 << l; ++t) {  // per basis: the blocks of row t (and of column t when shared)
+    for (int t = 0; t < 1 << l; ++t) {  // per basis: the blocks of row t (and of column t: both)
       const double rows_t = lv.row_ptr[t + 1] - lv.row_ptr[t], cols_t = lv.col_ptr[t + 1] - lv.col_ptr[t];
-      const double height = op + (shared ? rows_t + cols_t : rows_t) * ol;
+      const double height = op + (both ? rows_t + cols_t : rows_t) * ol;
       weights += 2 * op * ol * op + qr_flops(std::max(height, 1.0), ol);
       if (!shared) weights += 2 * op * ol * op + qr_flops(std::max(op + cols_t * ol, 1.0), ol);
       trunc += bases * 22 * ol * ol * ol;
@@ -229,7 +222,7 @@ struct kept_ranks {
 // ||A - B||_2 by power iteration on (A - B)^T (A - B), for two representations of one structure with
 // the same dense leaves, which B does not hold (they cancel): A lends its own for B's products.
 template <class T, class Space>
-double difference_norm(h2_data<T, Space>& A, h2_data<T, Space>& B, int iterations = 10) {
+double difference_norm(h2_data<T, Space>& A, h2_data<T, Space>& B, int iterations = 8) {
   struct lend {  // A's dense leaves in B while a product of B runs, back in A whatever happens
     h2_data<T, Space>&a, &b;
     lend(h2_data<T, Space>& a_, h2_data<T, Space>& b_) : a(a_), b(b_) { std::swap(a.dense, b.dense); }
@@ -272,8 +265,11 @@ kept_ranks recompress(h2_data<T, Space>& d, Choose&& choose, compress_phases* ph
   lap(&compress_phases::orthogonalize);
   const std::vector<int> k_orth = d.rank;
 
-  const bool shared = d.row_basis == d.col_basis;
-  auto Zr = basis_weights(d, *d.row_basis, true, shared);
+  // A shared basis carries the blocks of its row and of its column; for a symmetric matrix those are
+  // transposes of each other and span the same space, so the rows alone give the weights (half the
+  // stack: the peer's choice too).
+  const bool shared = d.row_basis == d.col_basis, both = shared && !d.symmetric;
+  auto Zr = basis_weights(d, *d.row_basis, true, both);
   std::vector<buffer<T, Space>> Zc;
   if (!shared) Zc = basis_weights(d, *d.col_basis, false, true);
   lap(&compress_phases::weights);
@@ -300,7 +296,7 @@ kept_ranks recompress(h2_data<T, Space>& d, Choose&& choose, compress_phases* ph
   if (error) *error = difference_norm(d, cut);
   d.row_basis = row, d.col_basis = col, d.rank = r, d.coupling = std::move(cut.coupling);
   t0 = clock::now();
-  if (phases) compress_flops(d, k_in, k_orth, r, shared, *phases);
+  if (phases) compress_flops(d, k_in, k_orth, r, shared, both, *phases);
   return kept;
 }
 

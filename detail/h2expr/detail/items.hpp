@@ -19,7 +19,7 @@ struct item_gemm {  // C(c) = alpha op(A(a)) op(B(b)) + beta C(c), m x n, inner 
   int lda, ldb, ldc;
 };
 
-struct item_copy {  // dst(d) = src(s), rows x cols
+struct item_copy {  // dst(d) = op(src(s)), rows x cols (src: cols x rows when transposed)
   int rows, cols;
   std::int64_t s, d;
   int lds, ldd;
@@ -84,7 +84,7 @@ void gemm_items(const context_ptr<Space>& ctx, op ta, op tb, T alpha, const T* A
 }
 
 template <class T, class Space>
-void copy_items(const context_ptr<Space>& ctx, const T* src, T* dst, std::vector<item_copy> items) {
+void copy_items(const context_ptr<Space>& ctx, const T* src, T* dst, std::vector<item_copy> items, op trans = op::none) {
   std::erase_if(items, [](const item_copy& c) { return c.rows == 0 || c.cols == 0; });
   const int count = int(items.size());
   if (count == 0) return;
@@ -98,7 +98,7 @@ void copy_items(const context_ptr<Space>& ctx, const T* src, T* dst, std::vector
   items_detail::marshaled<T, Space> mk(ctx, s, o, {const_cast<T*>(src), dst});
   const int* sz = mk.sizes.data();
   T* const* p = mk.ptr.data();
-  copy_vbatched(*ctx, sz, sz + count, (const T* const*)p, sz + 2 * count, p + count, sz + 3 * count, count);
+  copy_vbatched(*ctx, trans, sz, sz + count, (const T* const*)p, sz + 2 * count, p + count, sz + 3 * count, count);
   ctx->synchronize();
 }
 

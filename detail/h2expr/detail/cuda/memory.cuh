@@ -1,6 +1,7 @@
 #pragma once
 // Memory of the CUDA space: stream-ordered allocation (the driver's pool makes temporaries cheap)
 // and copies on the context's stream. Transfers to the host synchronize, so host data is ready.
+#include <h2expr/detail/blas_types.hpp>
 #include <h2expr/detail/cuda/check.cuh>
 #include <h2expr/detail/cuda/context.cuh>
 #include <thrust/execution_policy.h>
@@ -26,15 +27,15 @@ __global__ void copy_batched(int rows, int cols, const T* const* src, int lds, T
 }
 
 template <class T>
-__global__ void copy_vbatched(const int* rows, const int* cols, const T* const* src, const int* lds, T* const* dst,
-                              const int* ldd) {
+__global__ void copy_vbatched(op trans, const int* rows, const int* cols, const T* const* src, const int* lds,
+                              T* const* dst, const int* ldd) {
   const int r = rows[blockIdx.x];
   const std::int64_t total = std::int64_t(r) * cols[blockIdx.x], ls = lds[blockIdx.x], ld = ldd[blockIdx.x];
   const T* s = src[blockIdx.x];
   T* d = dst[blockIdx.x];
   for (std::int64_t e = threadIdx.x; e < total; e += blockDim.x) {
     const std::int64_t i = e % r, j = e / r;
-    d[i + j * ld] = s[i + j * ls];
+    d[i + j * ld] = trans == op::none ? s[i + j * ls] : s[j + i * ls];
   }
 }
 
@@ -92,12 +93,12 @@ void copy_batched(context<cuda>& c, int rows, int cols, const T* const* src, int
   kernels::copy_batched<<<count, 256, 0, c.stream()>>>(rows, cols, src, lds, dst, ldd, item_cols);
   H2EXPR_CUDA_LAUNCHED();
 }
-// Blocks of any shape and leading dimension (all arrays in device memory).
+// dst_i = op(src_i), blocks of any shape and leading dimension (all arrays in device memory).
 template <class T>
-void copy_vbatched(context<cuda>& c, const int* rows, const int* cols, const T* const* src, const int* lds,
+void copy_vbatched(context<cuda>& c, op trans, const int* rows, const int* cols, const T* const* src, const int* lds,
                    T* const* dst, const int* ldd, int count) {
   if (count == 0) return;
-  kernels::copy_vbatched<<<count, 256, 0, c.stream()>>>(rows, cols, src, lds, dst, ldd);
+  kernels::copy_vbatched<<<count, 256, 0, c.stream()>>>(trans, rows, cols, src, lds, dst, ldd);
   H2EXPR_CUDA_LAUNCHED();
 }
 template <class T>

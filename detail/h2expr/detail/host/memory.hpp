@@ -1,5 +1,6 @@
 #pragma once
 // Memory of the host space: aligned allocation and copies. Same names as the CUDA space's memory.cuh.
+#include <h2expr/detail/blas_types.hpp>
 #include <h2expr/detail/host/context.hpp>
 
 #include <algorithm>
@@ -43,15 +44,19 @@ void copy_batched(context<host>&, int rows, int cols, const T* const* src, int l
     for (int j = 0; j < (item_cols ? item_cols[i] : cols); ++j)
       std::copy_n(src[i] + std::int64_t(j) * lds, rows, dst[i] + std::int64_t(j) * ldd);
 }
-// dst[i](0:rows[i], 0:cols[i]) = src[i](0:rows[i], 0:cols[i]): blocks of any shape and leading
-// dimension (a compact per-node layout from or into a padded one).
+// dst[i](0:rows[i], 0:cols[i]) = op(src[i]) for blocks of any shape and leading dimension (a compact
+// per-node layout from or into a padded one; transposed coupling blocks stacked into weights).
 template <class T>
-void copy_vbatched(context<host>&, const int* rows, const int* cols, const T* const* src, const int* lds,
+void copy_vbatched(context<host>&, op trans, const int* rows, const int* cols, const T* const* src, const int* lds,
                    T* const* dst, const int* ldd, int count) {
 #pragma omp parallel for schedule(dynamic, 16)
   for (int i = 0; i < count; ++i)
-    for (int j = 0; j < cols[i]; ++j)
-      std::copy_n(src[i] + std::int64_t(j) * lds[i], rows[i], dst[i] + std::int64_t(j) * ldd[i]);
+    for (int j = 0; j < cols[i]; ++j) {
+      T* d = dst[i] + std::int64_t(j) * ldd[i];
+      if (trans == op::none) std::copy_n(src[i] + std::int64_t(j) * lds[i], rows[i], d);
+      else
+        for (int r = 0; r < rows[i]; ++r) d[r] = src[i][j + std::int64_t(r) * lds[i]];
+    }
 }
 // Transfers between the space and ordinary host memory (plain copies here).
 template <class T>
