@@ -4,7 +4,8 @@
 //   gather X into padded tree order -> upsweep (leaves, then transfers level by level) ->
 //   coupling (block-sparse rows per level) -> downsweep -> leaves -> dense leaves -> scatter to Y.
 // op(A) = A^T swaps the bases and reads the blocks by columns, transposed. Per-node ranks (compact
-// bases) run the same phases as variable-size batches (items.hpp).
+// bases) run the same phases: variable-size batches (items.hpp) and block-sparse products told every
+// node's size (bsr_shape.hpp).
 #include <h2expr/detail/batched.hpp>
 #include <h2expr/detail/h2_data.hpp>
 #include <h2expr/detail/items.hpp>
@@ -87,42 +88,42 @@ void hgemv(const h2_data<T, Space>& A, op trans, T alpha, const_view<T, Space> X
   }
   mark(&hgemv_phases::upsweep);
 
-  // Coupling: y_hat(t) = sum_s S_ts x_hat(s) per level (or S_st^T x_hat(s) for A^T). Uniform levels
-  // take the block-sparse kernel; per-node ranks take one variable-size batch per block position
-  // within a row (column for A^T), accumulating.
+  // Coupling: y_hat(t) = sum_s S_ts x_hat(s) per level (or S_st^T x_hat(s) for A^T), one block-sparse
+  // product per level. Levels of per-node ranks give the product their sizes and offsets, all levels'
+  // in one upload: output nodes from the out basis, input nodes from the in basis, blocks packed in
+  // row order.
   const basis_layout& lr = trans == op::none ? lo : li;
   const basis_layout& lc = trans == op::none ? li : lo;
+  std::vector<std::int64_t> shapes;
+  std::vector<std::size_t> shape_at(L + 1, 0);
+  for (int l = top; l <= L; ++l) {
+    if (A.rank[l] == 0 || (lo.uniform_rank(l) == A.rank[l] && li.uniform_rank(l) == A.rank[l])) continue;
+    shape_at[l] = shapes.size();
+    for (const basis_layout* b : {&lo, &li}) {
+      for (int t = 0; t < 1 << l; ++t) shapes.push_back(b->k(l, t));
+      shapes.insert(shapes.end(), b->start[l].begin(), b->start[l].end() - 1);
+    }
+    const auto co = A.coupling_offsets(l, lr, lc);
+    shapes.insert(shapes.end(), co.begin(), co.end());
+  }
+  const buffer<std::int64_t, Space> shapes_in_space(A.ctx, shapes);
   for (int l = top; l <= L; ++l) {
     const int k = A.rank[l];
     if (k == 0) continue;
     const auto& lv = arrays.coupling[l];
     const std::int64_t ldx = li.total(l), ldy = lo.total(l);
-    if (lr.uniform_rank(l) == k && lc.uniform_rank(l) == k) {
-      if (trans == op::none)
-        bsr_gemm(ctx, op::none, 1 << l, lv.row_ptr.data(), lv.col.data(), static_cast<const int*>(nullptr),
-                 A.coupling[l].data(), k, k, std::int64_t(k) * k, xh[l], ldx, yh[l], ldy, nv, T(0));
-      else
-        bsr_gemm(ctx, op::transpose, 1 << l, lv.col_ptr.data(), lv.row_of.data(), lv.block_of.data(),
-                 A.coupling[l].data(), k, k, std::int64_t(k) * k, xh[l], ldx, yh[l], ldy, nv, T(0));
-      continue;
+    bsr_shape shape;
+    if (lo.uniform_rank(l) != k || li.uniform_rank(l) != k) {
+      const std::int64_t* p = shapes_in_space.data() + shape_at[l];
+      const std::int64_t nodes = std::int64_t(1) << l;
+      shape = {p, p + nodes, p + 2 * nodes, p + 3 * nodes, p + 4 * nodes};
     }
-    fill(ctx, yh[l], std::size_t(ldy) * nv, T(0));
-    const auto& hl = A.structure.blocks().coupling[l];
-    const auto co = A.coupling_offsets(l, lr, lc);
-    const auto& ptr = trans == op::none ? hl.row_ptr : hl.col_ptr;
-    for (int round = 0;; ++round) {
-      items.clear();
-      for (int u = 0; u + 1 < int(ptr.size()); ++u) {  // u: the output node (row t, or column s for A^T)
-        const int e = ptr[u] + round;
-        if (e >= ptr[u + 1]) continue;
-        const int b = trans == op::none ? e : hl.block_of[e], v = trans == op::none ? hl.col[e] : hl.row_of[e];
-        const int t = trans == op::none ? u : v;  // block b = (t, s) is k_row(t) x k_col(s)
-        items.push_back({lo.k(l, u), nv, li.k(l, v), co[b], li.at(l, v), lo.at(l, u), std::max(lr.k(l, t), 1),
-                         int(ldx), int(ldy)});
-      }
-      if (items.empty()) break;
-      gemm_items(A.ctx, trans, op::none, T(1), A.coupling[l].data(), xh[l], T(1), yh[l], items);
-    }
+    if (trans == op::none)
+      bsr_gemm(ctx, op::none, 1 << l, lv.row_ptr.data(), lv.col.data(), static_cast<const int*>(nullptr),
+               A.coupling[l].data(), k, k, std::int64_t(k) * k, xh[l], ldx, yh[l], ldy, nv, T(0), shape);
+    else
+      bsr_gemm(ctx, op::transpose, 1 << l, lv.col_ptr.data(), lv.row_of.data(), lv.block_of.data(),
+               A.coupling[l].data(), k, k, std::int64_t(k) * k, xh[l], ldx, yh[l], ldy, nv, T(0), shape);
   }
 
   mark(&hgemv_phases::coupling);

@@ -1,6 +1,7 @@
 #pragma once
 // Block-sparse-row products on the host: the coupling and dense-leaf phases of HGEMV.
 #include <h2expr/detail/blas_types.hpp>
+#include <h2expr/detail/bsr_shape.hpp>
 #include <h2expr/detail/host/context.hpp>
 #include <h2expr/detail/host/eigen_map.hpp>
 
@@ -11,40 +12,50 @@ namespace h2expr::detail {
 // For every block row t < rows:
 //   Y(t mb : t mb + mb, :) = beta Y(...) + sum_{e in [ptr[t], ptr[t+1])} op(B_b) X(idx[e] nb : idx[e] nb + nb, :)
 // with b = blk ? blk[e] : e and B_b at blocks + b * block_stride: mb x nb (ld mb) for op::none, or
-// nb x mb (ld nb) used transposed for op::transpose. X and Y hold nv columns.
+// nb x mb (ld nb) used transposed for op::transpose. X and Y hold nv columns. A non-uniform shape
+// gives every node its own size and offset instead (bsr_shape.hpp).
 template <class T>
 void bsr_gemm(context<host>&, op block_op, int rows, const int* ptr, const int* idx, const int* blk, const T* blocks,
               int mb, int nb, std::int64_t block_stride, const T* X, std::int64_t ldx, T* Y, std::int64_t ldy, int nv,
-              T beta) {
+              T beta, bsr_shape shape = {}) {
   if (mb == 0 || nv == 0) return;
-  // Blocks stored consecutively in row order (blk == null, block_stride == mb nb) form one wide
-  // mb x (entries nb) matrix per row: gathering the x blocks makes the row one gemm, which Eigen runs
-  // far better than many small products.
-  const bool row_contiguous = block_op == op::none && blk == nullptr && block_stride == std::int64_t(mb) * nb;
+  const bool uniform = shape.uniform();
+  auto k_out = [&](int u) { return uniform ? std::int64_t(mb) : shape.k_out[u]; };
+  auto k_in = [&](int v) { return uniform ? std::int64_t(nb) : shape.k_in[v]; };
+  auto x_at = [&](int v) { return uniform ? std::int64_t(v) * nb : shape.at_in[v]; };
+  auto block_at = [&](int b) { return uniform ? std::int64_t(b) * block_stride : shape.at_block[b]; };
 #pragma omp parallel
   {
     dense<T> gathered;
 #pragma omp for schedule(dynamic, 4)
     for (int t = 0; t < rows; ++t) {
-      auto y = map_block(Y + std::int64_t(t) * mb, std::int64_t(mb), std::int64_t(nv), ldy);
+      const std::int64_t m = k_out(t);
+      auto y = map_block(Y + (uniform ? std::int64_t(t) * mb : shape.at_out[t]), m, std::int64_t(nv), ldy);
       if (beta == T(0)) y.setZero();
       else if (beta != T(1)) y *= beta;
-      const int entries = ptr[t + 1] - ptr[t];
-      if (entries == 0) continue;
-      if (row_contiguous) {
-        gathered.resize(std::int64_t(entries) * nb, nv);
-        for (int e = 0; e < entries; ++e)
-          gathered.middleRows(std::int64_t(e) * nb, nb) =
-              map_block(X + std::int64_t(idx[ptr[t] + e]) * nb, std::int64_t(nb), std::int64_t(nv), ldx);
-        y.noalias() += map_block(blocks + std::int64_t(ptr[t]) * block_stride, std::int64_t(mb),
-                                 std::int64_t(entries) * nb, std::int64_t(mb)) * gathered;
+      const int first = ptr[t], entries = ptr[t + 1] - first;
+      if (entries == 0 || m == 0) continue;
+      // Blocks stored one after the other in row order (m x k_in(v) each, ld m) form one wide matrix:
+      // gathering the x blocks makes the row one gemm, which Eigen runs far better than many small ones.
+      bool contiguous = block_op == op::none && blk == nullptr;
+      std::int64_t width = 0;
+      for (int e = first; e < first + entries && contiguous; ++e) {
+        contiguous = block_at(e) == block_at(first) + m * width;
+        width += k_in(idx[e]);
+      }
+      if (contiguous) {
+        gathered.resize(width, nv);
+        for (std::int64_t e = first, row = 0; e < first + entries; row += k_in(idx[e]), ++e)
+          gathered.middleRows(row, k_in(idx[e])) = map_block(X + x_at(idx[e]), k_in(idx[e]), std::int64_t(nv), ldx);
+        y.noalias() += map_block(blocks + block_at(first), m, width, m) * gathered;
         continue;
       }
-      for (int e = ptr[t]; e < ptr[t + 1]; ++e) {
-        const T* b = blocks + std::int64_t(blk ? blk[e] : e) * block_stride;
-        auto x = map_block(X + std::int64_t(idx[e]) * nb, std::int64_t(nb), std::int64_t(nv), ldx);
-        if (block_op == op::none) y.noalias() += map_block(b, mb, nb, mb) * x;
-        else y.noalias() += map_block(b, nb, mb, nb).transpose() * x;
+      for (int e = first; e < first + entries; ++e) {
+        const std::int64_t n = k_in(idx[e]);
+        const T* b = blocks + block_at(blk ? blk[e] : e);
+        auto x = map_block(X + x_at(idx[e]), n, std::int64_t(nv), ldx);
+        if (block_op == op::none) y.noalias() += map_block(b, m, n, m) * x;
+        else y.noalias() += map_block(b, n, m, n).transpose() * x;
       }
     }
   }
