@@ -53,7 +53,7 @@ class buffer {
 
  private:
   void release() noexcept {
-    if (data_) deallocate(*ctx_, data_);
+    if (data_) deallocate(*ctx_, data_, size_);
     data_ = nullptr;
     size_ = 0;
   }

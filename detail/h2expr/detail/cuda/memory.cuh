@@ -69,7 +69,7 @@ T* allocate(context<cuda>& c, std::size_t n) {
   return static_cast<T*>(p);
 }
 template <class T>
-void deallocate(context<cuda>& c, T* p) noexcept {
+void deallocate(context<cuda>& c, T* p, std::size_t /*n: the host space's needs it*/ = 0) noexcept {
   if (p) (void)cudaFreeAsync(p, c.stream());
 }
 

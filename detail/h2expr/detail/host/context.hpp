@@ -1,6 +1,10 @@
 #pragma once
-// The host space's context: nothing to own but the number of threads to use over a batch.
+// The host space's context: the number of threads to use over a batch, and the cache of large
+// blocks that the space's temporaries come from (host/pool.hpp).
+#include <h2expr/detail/host/pool.hpp>
 #include <h2expr/space.hpp>
+
+#include <cstddef>
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
@@ -23,6 +27,17 @@ class context<host> {
 #endif
   }
   void synchronize() const {}
+
+  // Freed blocks of 4 MB or more stay cached for reuse (fresh pages are slow to touch), up to a limit:
+  // an eighth of physical memory unless set here; 0 turns caching off. release_cached() returns them.
+  std::size_t cache_limit() const { return pool_.limit(); }
+  void set_cache_limit(std::size_t bytes) { pool_.set_limit(bytes); }
+  std::size_t cached_bytes() const { return pool_.cached_bytes(); }
+  void release_cached() { pool_.release(0); }
+  detail::host_pool& pool() { return pool_; }
+
+ private:
+  detail::host_pool pool_;
 };
 
 using host_context = context<host>;

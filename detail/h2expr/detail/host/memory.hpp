@@ -13,14 +13,19 @@ namespace h2expr::detail {
 
 inline constexpr std::size_t host_alignment = 64;  // a cache line; enough for any SIMD width
 
+// Large blocks come from the context's cache (host/pool.hpp), small ones from the heap; n tells
+// deallocate which.
 template <class T>
-T* allocate(context<host>&, std::size_t n) {
+T* allocate(context<host>& c, std::size_t n) {
   if (n == 0) return nullptr;
+  if (host_pool::serves(n * sizeof(T))) return static_cast<T*>(c.pool().allocate(n * sizeof(T)));
   return static_cast<T*>(::operator new[](n * sizeof(T), std::align_val_t(host_alignment)));
 }
 template <class T>
-void deallocate(context<host>&, T* p) noexcept {
-  if (p) ::operator delete[](static_cast<void*>(p), std::align_val_t(host_alignment));
+void deallocate(context<host>& c, T* p, std::size_t n) noexcept {
+  if (!p) return;
+  if (host_pool::serves(n * sizeof(T))) c.pool().deallocate(p);
+  else ::operator delete[](static_cast<void*>(p), std::align_val_t(host_alignment));
 }
 
 template <class T>

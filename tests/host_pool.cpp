@@ -1,0 +1,82 @@
+// The host space's cache of large blocks (detail/host/pool.hpp): reuse, limits, release, and that
+// buffers from it behave as any other.
+#include <h2expr/h2expr.hpp>
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+namespace h2expr::test {
+namespace {
+
+using detail::buffer;
+using detail::host_pool;
+
+TEST(host_pool, large_blocks_are_reused_and_small_ones_are_not_cached) {
+  if (!H2EXPR_HOST_POOL) GTEST_SKIP() << "the cache is off under AddressSanitizer";
+  auto ctx = std::make_shared<context<host>>();
+  const std::size_t n = (std::size_t(5) << 20) / sizeof(double);  // 5 MB: three huge pages
+  const double* first = nullptr;
+  {
+    buffer<double, host> a(ctx, n);
+    first = a.data();
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(first) % host_pool::page, 0u);
+    std::iota(a.data(), a.data() + n, 0.0);  // writable to the last entry
+    EXPECT_EQ(a.data()[n - 1], double(n - 1));
+  }
+  EXPECT_EQ(ctx->cached_bytes(), std::size_t(6) << 20);
+  {
+    buffer<double, host> b(ctx, n - 1000);  // about the same size: the cached block
+    EXPECT_EQ(b.data(), first);
+    EXPECT_EQ(ctx->cached_bytes(), 0u);
+    buffer<double, host> c(ctx, n);  // the cached one is taken: a new block
+    EXPECT_NE(c.data(), first);
+    buffer<double, host> small(ctx, 100000);  // 0.8 MB: the heap's
+    small.data()[99999] = 1;
+  }
+  EXPECT_EQ(ctx->cached_bytes(), std::size_t(12) << 20);
+  {
+    buffer<double, host> big(ctx, 3 * n);  // more than a quarter larger than any cached block: fresh
+    EXPECT_EQ(ctx->cached_bytes(), std::size_t(12) << 20);
+  }
+  ctx->release_cached();
+  EXPECT_EQ(ctx->cached_bytes(), 0u);
+}
+
+TEST(host_pool, the_limit_bounds_what_stays_cached) {
+  if (!H2EXPR_HOST_POOL) GTEST_SKIP() << "the cache is off under AddressSanitizer";
+  auto ctx = std::make_shared<context<host>>();
+  EXPECT_GT(ctx->cache_limit(), 0u);
+  ctx->set_cache_limit(std::size_t(6) << 20);
+  const std::size_t n = (std::size_t(4) << 20) / sizeof(float);  // 4 MB each
+  {
+    std::vector<buffer<float, host>> blocks;
+    for (int i = 0; i < 3; ++i) blocks.emplace_back(ctx, n);
+  }
+  EXPECT_LE(ctx->cached_bytes(), std::size_t(6) << 20);  // one 4 MB block stays
+  EXPECT_EQ(ctx->cached_bytes(), std::size_t(4) << 20);
+  ctx->set_cache_limit(0);  // caching off: everything goes back, and freed blocks too
+  EXPECT_EQ(ctx->cached_bytes(), 0u);
+  { buffer<float, host> a(ctx, n); }
+  EXPECT_EQ(ctx->cached_bytes(), 0u);
+}
+
+// Matrices and algorithms on a context whose blocks are recycled compute the same as on fresh ones.
+TEST(host_pool, recycled_blocks_give_the_same_results) {
+  auto ctx = std::make_shared<context<host>>();
+  auto pts = point_cloud<double, 2>::grid({48, 48});
+  auto A = h2_matrix<double, host>::from_kernel(pts, kernels::exponential{0.1}, {.leaf_size = 64}, ctx);
+  const auto X = matrix<double, host>::random(A.cols(), 4, 3, ctx);
+  const Eigen::MatrixXd first = to_dense(matrix<double, host>(A * X));
+  for (int round = 0; round < 2; ++round) {
+    auto B = A;
+    compress(B, 1e-6);
+    auto C = A;
+    const Eigen::MatrixXd again = to_dense(matrix<double, host>(C * X));
+    EXPECT_EQ((again - first).norm(), 0.0) << "round " << round;
+  }
+}
+
+}  // namespace
+}  // namespace h2expr::test
