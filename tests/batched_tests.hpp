@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <sstream>
 #include <vector>
 
 #include "support.hpp"
@@ -546,10 +547,147 @@ TYPED_TEST_P(batched_test, cholesky_qr_orthonormalizes_and_drops_dependent_colum
   EXPECT_EQ(info3.to_host()[0], -1);
 }
 
+// Right singular pairs for truncation: with `resolve` r, every value above r is exact (to the Gram
+// matrix's rounding, ~1e-8 of the largest at worst), V is orthonormal, and keeping the values above r
+// leaves exactly the next true value as the error. r = 0 and wide items take the full SVD; r below
+// the Gram's noise takes the split path (an SVD of the small directions).
+TYPED_TEST_P(batched_test, svd_right_resolves_the_values_above_a_threshold) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  rng r(31);
+  for (double resolve : {0.0, 3.1e-9, 3.1e-3, 0.31})  // between the values, which step by 1.7-2x
+    for (auto [m, n] : {std::pair{64, 64}, std::pair{80, 48}, std::pair{30, 40}}) {
+      const int p = std::min(m, n);
+      const dense<double> qu = Eigen::HouseholderQR<dense<double>>(r.template normal<double>(m, p)).householderQ() *
+                               dense<double>::Identity(m, p);
+      const dense<double> qv = Eigen::HouseholderQR<dense<double>>(r.template normal<double>(n, p)).householderQ() *
+                               dense<double>::Identity(n, p);
+      Eigen::VectorXd sv(p);  // graded 22 .. 2.2e-13, as weights of a compression are
+      for (int j = 0; j < p; ++j) sv(j) = 22 * std::exp(-std::log(1e14) * j / (p - 1));
+      const dense<T> a = (qu * sv.asDiagonal() * qv.transpose()).template cast<T>();
+      auto A = make_batch<T, Space>({a}), S = make_batch<T, Space>({nan_matrix<T>(p, 1)}),
+           V = make_batch<T, Space>({nan_matrix<T>(n, p)});
+      buffer<int, Space> M(default_context<Space>(), std::vector<int>{m}), N(default_context<Space>(), std::vector<int>{n});
+      detail::svd_right_vbatched(this->ctx(), M.data(), N.data(), A.pointers(), A.ld(), S.pointers(), V.pointers(),
+                                 V.ld(), 1, m, n, resolve);
+      const dense<double> ad = a.template cast<double>();
+      const Eigen::VectorXd ref = Eigen::JacobiSVD<dense<double>>(ad).singularValues();
+      const Eigen::VectorXd s = read_batch(S)[0].col(0).template cast<double>();
+      const dense<double> v = read_batch(V)[0].template cast<double>();
+      std::ostringstream what;
+      what << m << "x" << n << ", resolve " << resolve;
+      EXPECT_LT((v.transpose() * v - dense<double>::Identity(p, p)).norm(), tol<T>(50)) << what.str();
+      // resolve 0, wide items, and float on the GPU (its SVD): the SVD in T, which svd_thin's test
+      // covers; otherwise computed in double, and the small values are checked on their own scale.
+      const bool full_svd = resolve == 0 || m < n || (!std::is_same_v<Space, host> && std::is_same_v<T, float>);
+      int kept = 0;
+      for (int j = 0; j < p; ++j) {
+        if (j > 0) EXPECT_GE(s(j - 1), s(j)) << what.str();
+        const double accuracy = full_svd ? tol<T>(50) * ref(0) : 1e-3 * ref(j) + 1e-11 * ref(0);
+        if (ref(j) > resolve) EXPECT_NEAR(s(j), ref(j), accuracy) << what.str() << ", value " << j;
+        kept += s(j) > resolve;
+      }
+      if (full_svd) continue;
+      EXPECT_EQ(kept, (ref.array() > resolve).count()) << what.str();
+      if (kept < p) {  // what truncation drops: exactly the first value not kept
+        const dense<double> rest = ad - ad * v.leftCols(kept) * v.leftCols(kept).transpose();
+        const double dropped = Eigen::JacobiSVD<dense<double>>(rest).singularValues()(0);
+        // V is stored in T: its rounding lets a float result leak ~1e-7 of the largest value
+        const double stored = std::max(1e-11, 50 * double(std::numeric_limits<T>::epsilon()));
+        EXPECT_NEAR(dropped, ref(kept), 1e-3 * ref(kept) + stored * ref(0)) << what.str();
+      }
+    }
+}
+
+// Block-sparse rows (the coupling phase of HGEMV): uniform blocks, and blocks whose output and input
+// nodes each have their own size and offset (per-node ranks; zero-sized nodes and empty rows too),
+// read directly or, for op::transpose, through a block permutation. Chunks of 1, 4 and 16 vectors.
+TYPED_TEST_P(batched_test, bsr_gemm_uniform_and_per_node_shapes) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  auto ctx = default_context<Space>();
+  rng r(23);
+  const int rows = 9, cols = 7;
+  for (bool uniform : {true, false})
+    for (op o : both_ops)
+      for (int nv : {1, 5, 20})
+        for (T beta : {T(0.5), T(0)}) {
+          std::vector<std::int64_t> k_out(rows), k_in(cols), at_out(rows + 1, 0), at_in(cols + 1, 0);
+          const int ku = r.uniform_int(1, 40), kv = r.uniform_int(1, 40);
+          for (int u = 0; u < rows; ++u) k_out[u] = uniform ? ku : (r.uniform_int(0, 5) == 0 ? 0 : r.uniform_int(1, 40));
+          for (int v = 0; v < cols; ++v) k_in[v] = uniform ? kv : (r.uniform_int(0, 5) == 0 ? 0 : r.uniform_int(1, 40));
+          // Nodes sit apart (gaps of 3 rows) when shaped, so the offsets are really read.
+          const int gap = uniform ? 0 : 3;
+          for (int u = 0; u < rows; ++u) at_out[u + 1] = at_out[u] + k_out[u] + gap;
+          for (int v = 0; v < cols; ++v) at_in[v + 1] = at_in[v] + k_in[v] + gap;
+          std::vector<int> ptr(1, 0), idx;
+          for (int u = 0; u < rows; ++u) {
+            for (int v = 0; v < cols; ++v)
+              if (u == 4 ? false : r.uniform_int(0, 2) > 0) idx.push_back(v);  // row 4 stays empty
+            ptr.push_back(int(idx.size()));
+          }
+          const int entries = int(idx.size());
+          std::vector<int> blk(entries);
+          std::iota(blk.begin(), blk.end(), 0);
+          if (o == op::transpose) std::shuffle(blk.begin(), blk.end(), r.engine);
+          // Block b of entry e: op(B_b) is k_out(u) x k_in(v), stored packed in the order of b.
+          std::vector<dense<T>> B(entries);
+          std::vector<std::int64_t> at_block(entries + 1, 0), size(entries);
+          for (int u = 0; u < rows; ++u)
+            for (int e = ptr[u]; e < ptr[u + 1]; ++e) {
+              B[blk[e]] = o == op::none ? r.template normal<T>(k_out[u], k_in[idx[e]])
+                                         : r.template normal<T>(k_in[idx[e]], k_out[u]);
+              size[blk[e]] = B[blk[e]].size();
+            }
+          for (int b = 0; b < entries; ++b) at_block[b + 1] = at_block[b] + size[b];
+          std::vector<T> blocks(at_block.back()), x(at_in.back() * nv), y(at_out.back() * nv);
+          for (int b = 0; b < entries; ++b) std::copy_n(B[b].data(), size[b], blocks.data() + at_block[b]);
+          const dense<T> X = r.template normal<T>(at_in.back(), nv);
+          const dense<T> Y0 = beta == T(0) ? nan_matrix<T>(int(at_out.back()), nv) : r.template normal<T>(at_out.back(), nv);
+          std::copy_n(X.data(), X.size(), x.data());
+          std::copy_n(Y0.data(), Y0.size(), y.data());
+
+          buffer<int, Space> P(ctx, ptr), I(ctx, idx), K(ctx, blk);
+          buffer<T, Space> Bd(ctx, blocks), Xd(ctx, x), Yd(ctx, y);
+          std::vector<std::int64_t> shape_host = k_out;
+          for (const auto* part : {&at_out, &k_in, &at_in, &at_block}) shape_host.insert(shape_host.end(), part->begin(), part->end());
+          buffer<std::int64_t, Space> S(ctx, shape_host);
+          detail::bsr_shape shape;
+          if (!uniform) {
+            const std::int64_t* p = S.data();
+            shape = {p, p + rows, p + 2 * rows + 1, p + 2 * rows + 1 + cols, p + 2 * rows + 2 * cols + 2};
+          }
+          const int mb = int(*std::max_element(k_out.begin(), k_out.end()));
+          detail::bsr_gemm(*ctx, o, rows, P.data(), I.data(), o == op::none ? nullptr : K.data(), Bd.data(), mb, kv,
+                           std::int64_t(ku) * kv, Xd.data(), at_in.back(), Yd.data(), at_out.back(), nv, beta, shape);
+          const auto got_host = Yd.to_host();
+          const Eigen::Map<const dense<T>> got(got_host.data(), at_out.back(), nv);
+          for (int u = 0; u < rows; ++u) {
+            dense<double> ref = dense<double>::Zero(k_out[u], nv);
+            if (beta != T(0)) ref = double(beta) * Y0.middleRows(at_out[u], k_out[u]).template cast<double>();
+            for (int e = ptr[u]; e < ptr[u + 1]; ++e)
+              ref += op_of(B[blk[e]], o) * X.middleRows(at_in[idx[e]], k_in[idx[e]]).template cast<double>();
+            const dense<T> out = got.middleRows(at_out[u], k_out[u]);
+            ASSERT_FALSE(out.hasNaN()) << "row " << u;
+            EXPECT_LT(relative_error(out, ref), tol<T>(50)) << "row " << u << (uniform ? " uniform" : " shaped")
+                                                             << (o == op::none ? "" : " transposed") << " nv " << nv;
+          }
+          if (!uniform) {  // the gaps between nodes are not written
+            for (int u = 0; u < rows; ++u)
+              for (int g = 0; g < gap; ++g)
+                for (int j = 0; j < nv; ++j) {
+                  const T want = Y0(at_out[u] + k_out[u] + g, j), have = got(at_out[u] + k_out[u] + g, j);
+                  EXPECT_TRUE(have == want || (std::isnan(have) && std::isnan(want))) << "gap after row " << u;
+                }
+          }
+        }
+}
+
 REGISTER_TYPED_TEST_SUITE_P(batched_test, gemm_uniform_pointer_arrays_and_strided, gemm_nonuniform_sizes, qr_thin,
                             qr_column_pivoted_reveals_rank, svd_thin, cholesky_factors_and_reports_failures,
                             cholesky_of_float_data_computes_in_double, trsm_all_variants,
                             random_fills_are_reproducible_per_item, marshaling_builds_pointer_arrays,
-                            cholesky_qr_orthonormalizes_and_drops_dependent_columns);
+                            cholesky_qr_orthonormalizes_and_drops_dependent_columns,
+                            bsr_gemm_uniform_and_per_node_shapes, svd_right_resolves_the_values_above_a_threshold);
 
 }  // namespace h2expr::test

@@ -23,7 +23,8 @@ struct compress_report {
   // representations exist (no copy of A is kept).
   double error_estimate = 0;
   double seconds_orthogonalize = 0, seconds_weights = 0, seconds_truncation = 0, seconds_projection = 0;
-  // Nominal operations per phase (gemm 2mnk, Householder QR, 22n^3 per SVD), for GFLOP/s.
+  // Nominal operations per phase (gemm 2mnk, Householder QR, the weights' singular pairs: 10n^3 on the
+  // host, 22n^3 per SVD on the GPU), for GFLOP/s.
   double flops_orthogonalize = 0, flops_weights = 0, flops_truncation = 0, flops_projection = 0;
   double seconds() const { return seconds_orthogonalize + seconds_weights + seconds_truncation + seconds_projection; }
   double flops() const { return flops_orthogonalize + flops_weights + flops_truncation + flops_projection; }

@@ -6,7 +6,7 @@
 //   gemm_batched / gemm_strided_batched / gemm_vbatched   C_i = alpha op(A_i) op(B_i) + beta C_i
 //   qr_vbatched      A_i := Q_i (thin), R_i upper trapezoidal; qr_r_vbatched: R_i alone
 //   cpqr_vbatched    A_i P_i = Q_i R_i (column pivoting), numerical rank at a relative tolerance
-//   svd_vbatched     A_i := U_i, S_i, V_i (thin)
+//   svd_vbatched     A_i := U_i, S_i, V_i (thin); svd_right_vbatched: S_i, V_i for truncation
 //   potrf_batched / potrf_vbatched   lower Cholesky in place; float data factored in double
 //   gram_vbatched / cholqr_factor_vbatched   mixed-precision Cholesky QR of sample blocks (ARA)
 //   trsm_batched / trsm_vbatched     B_i := alpha op(A_i)^{-1} B_i or alpha B_i op(A_i)^{-1}

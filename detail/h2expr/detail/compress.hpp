@@ -13,9 +13,11 @@
 #include <h2expr/detail/orthogonalize.hpp>
 #include <h2expr/matrix.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace h2expr::detail {
@@ -25,6 +27,12 @@ buffer<T, Space> identity_buffer(const context_ptr<Space>& ctx, int k) {
   std::vector<T> id(std::size_t(k) * k, T(0));
   for (int i = 0; i < k; ++i) id[std::size_t(i) * k + i] = T(1);
   return buffer<T, Space>(ctx, id);
+}
+
+// Bytes of stacked weights formed at once: enough for full batches on the GPU, cache-sized on the host.
+template <class Space>
+constexpr std::size_t weights_chunk_bytes() {
+  return std::is_same_v<Space, host> ? std::size_t(32) << 20 : std::size_t(1) << 30;
 }
 
 // Weights of a basis, per level: R_t with Z_t = R_t^T (rank x rank per node). A row basis carries the
@@ -44,33 +52,47 @@ std::vector<buffer<T, Space>> basis_weights(h2_data<T, Space>& A, const basis_tr
     const auto& lv = blocks.coupling[l];
     auto entries = [&](int t) { return (rows ? lv.row_ptr[t + 1] - lv.row_ptr[t] : 0) + (cols ? lv.col_ptr[t + 1] - lv.col_ptr[t] : 0); };
     std::vector<int> height(nodes);
-    int H = 1;
-    for (int t = 0; t < nodes; ++t) H = std::max(H, height[t] = kp + entries(t) * k);
-    buffer<T, Space> W(ctx, std::size_t(nodes) * H * k);
-    fill(*ctx, W.data(), W.size(), T(0));
-    // Below the parent part: S_ts^T for the blocks of row t, then S_st for those of column t (copies).
-    std::vector<item_copy> rows_part, cols_part;
-    for (int t = 0; t < nodes; ++t) {
-      std::int64_t row = std::int64_t(t) * H * k + kp;
-      if (rows)
-        for (int e = lv.row_ptr[t]; e < lv.row_ptr[t + 1]; ++e, row += k)
-          rows_part.push_back({k, k, std::int64_t(e) * k * k, row, k, H});
-      if (cols)
-        for (int e = lv.col_ptr[t]; e < lv.col_ptr[t + 1]; ++e, row += k)
-          cols_part.push_back({k, k, std::int64_t(lv.block_of[e]) * k * k, row, k, H});
+    for (int t = 0; t < nodes; ++t) height[t] = kp + entries(t) * k;
+    // The stacks of a level hold a transposed copy of its coupling blocks, padded to the tallest
+    // stack: they are formed and factored a group of nodes at a time, in one reused buffer.
+    // Groups are pairs of siblings, so the parent part stays one strided product per group.
+    std::size_t per_node = 0;  // the tallest stack (an empty one is a zero row)
+    for (int t = 0; t < nodes; ++t) per_node = std::max(per_node, std::size_t(std::max(height[t], 1)) * k);
+    const int group = std::clamp(int(std::min<std::size_t>(weights_chunk_bytes<Space>() / (sizeof(T) * per_node), nodes)) & ~1,
+                                 std::min(nodes, 2), nodes);
+    buffer<T, Space> W(ctx, std::size_t(group) * per_node);
+    for (int first = 0; first < nodes; first += group) {
+      const int last = std::min(nodes, first + group), count = last - first;
+      int H = 1;
+      for (int t = first; t < last; ++t) H = std::max(H, height[t]);
+      fill(*ctx, W.data(), std::size_t(count) * H * k, T(0));
+      // Below the parent part: S_ts^T for the blocks of row t, then S_st for those of column t (copies).
+      std::vector<item_copy> rows_part, cols_part;
+      for (int t = first; t < last; ++t) {
+        std::int64_t row = std::int64_t(t - first) * H * k + kp;
+        if (rows)
+          for (int e = lv.row_ptr[t]; e < lv.row_ptr[t + 1]; ++e, row += k)
+            rows_part.push_back({k, k, std::int64_t(e) * k * k, row, k, H});
+        if (cols)
+          for (int e = lv.col_ptr[t]; e < lv.col_ptr[t + 1]; ++e, row += k)
+            cols_part.push_back({k, k, std::int64_t(lv.block_of[e]) * k * k, row, k, H});
+      }
+      copy_items(ctx, A.coupling[l].data(), W.data(), std::move(rows_part), op::transpose);
+      copy_items(ctx, A.coupling[l].data(), W.data(), std::move(cols_part));
+      // Parent part: Z_p^T E_t^T = R_p E_t^T, for child h of every parent of the group.
+      if (kp > 0)
+        for (int h = 0; h < 2; ++h)
+          gemm_strided_batched(*ctx, op::none, op::transpose, kp, k, kp, T(1),
+                               R[l - 1].data() + std::int64_t(first / 2) * kp * kp, kp, std::int64_t(kp) * kp,
+                               B.transfers[l].data() + std::int64_t(first / 2) * 2 * k * kp + h * k, 2 * k,
+                               std::int64_t(2) * k * kp, T(0), W.data() + std::int64_t(h) * H * k, H,
+                               std::int64_t(2) * H * k, count / 2);
+      std::vector<int> m(count);
+      for (int t = first; t < last; ++t) m[t - first] = std::max(height[t], 1);  // an empty node: one zero row, R = 0
+      qr_items<T, Space>(ctx, W.data(), std::int64_t(H) * k, H, m, k, R[l].data() + std::int64_t(first) * k * k,
+                         /*form_q=*/false);
+      ctx->synchronize();  // the copy lists and W's next use wait for this group
     }
-    copy_items(ctx, A.coupling[l].data(), W.data(), std::move(rows_part), op::transpose);
-    copy_items(ctx, A.coupling[l].data(), W.data(), std::move(cols_part));
-    // Parent part: Z_p^T E_t^T = R_p E_t^T, for child h of every parent.
-    if (kp > 0)
-      for (int h = 0; h < 2; ++h)
-        gemm_strided_batched(*ctx, op::none, op::transpose, kp, k, kp, T(1), R[l - 1].data(), kp,
-                             std::int64_t(kp) * kp, B.transfers[l].data() + h * k, 2 * k, std::int64_t(2) * k * kp, T(0),
-                             W.data() + std::int64_t(h) * H * k, H, std::int64_t(2) * H * k, nodes / 2);
-    std::vector<int> m(nodes);
-    for (int t = 0; t < nodes; ++t) m[t] = std::max(height[t], 1);  // an empty node: one zero row, R = 0
-    qr_items<T, Space>(ctx, W.data(), std::int64_t(H) * k, H, m, k, R[l].data(), /*form_q=*/false);
-    ctx->synchronize();
   }
   return R;
 }
@@ -96,8 +118,12 @@ std::vector<buffer<T, Space>> truncation_bases(h2_data<T, Space>& A, std::vector
     marshal_strided(*ctx, R[l].data(), std::int64_t(k) * k, nodes, pa.data());
     marshal_strided(*ctx, S.data(), std::int64_t(k), nodes, ps.data());
     marshal_strided(*ctx, P[l].data(), std::int64_t(k) * k, nodes, pv.data());
-    // R_t = U S V^T, so Z_t = R_t^T = V S U^T: its left singular vectors are V.
-    svd_vbatched(*ctx, M.data(), M.data(), pa.data(), LD.data(), ps.data(), pv.data(), LD.data(), nodes, k, k);
+    // R_t = U S V^T, so Z_t = R_t^T = V S U^T: its left singular vectors are V. A chooser that
+    // keeps exactly the values above a threshold needs no others exact (svd_right_vbatched).
+    double resolve = 0;
+    if constexpr (requires { choose.threshold(l); }) resolve = choose.threshold(l);
+    svd_right_vbatched(*ctx, M.data(), M.data(), pa.data(), LD.data(), ps.data(), pv.data(), LD.data(), nodes, k, k,
+                       resolve);
     node_ranks[l] = choose(l, S.to_host(), k);
     zero_trailing_columns<T, Space>(ctx, P[l].data(), std::int64_t(k) * k, k, k, k, node_ranks[l]);
   }
@@ -107,6 +133,7 @@ std::vector<buffer<T, Space>> truncation_bases(h2_data<T, Space>& A, std::vector
 // Node ranks that keep every singular value above eps (an absolute 2-norm threshold).
 struct keep_above {
   double eps;
+  double threshold(int) const { return eps; }
   template <class T>
   std::vector<int> operator()(int, const std::vector<T>& sigma, int k) const {
     std::vector<int> r(sigma.size() / std::size_t(std::max(k, 1)), 0);
@@ -165,12 +192,28 @@ double norm_estimate(const h2_data<T, Space>& A, int iterations = 12) {
   return sigma;
 }
 
+// Whether recompress weighs a basis by its rows alone: a symmetric matrix's shared basis. Its weights
+// then hold half the squared mass the basis carries (its columns hold the same blocks, transposed),
+// which a chooser that budgets discarded mass must allow for.
+template <class T, class Space>
+bool weights_from_rows_alone(const h2_data<T, Space>& d) {
+  return d.row_basis == d.col_basis && d.symmetric;
+}
+
 // Seconds per phase of a recompression.
 struct compress_phases {
   double orthogonalize = 0, weights = 0, truncation = 0, projection = 0;
   // Nominal floating-point operations per phase (compress_flops), for rates.
   double flops_orthogonalize = 0, flops_weights = 0, flops_truncation = 0, flops_projection = 0;
 };
+
+// Nominal work of svd_right_vbatched on one n x n weight: on the host a Gram matrix (n^3, symmetric)
+// and a symmetric eigensolver with vectors (9n^3, Golub and Van Loan; further Gram rounds, on fewer
+// directions, not counted); elsewhere an SVD with both vector sets (22n^3).
+template <class Space>
+double right_singular_flops(double n) {
+  return (std::is_same_v<Space, host> ? 10.0 : 22.0) * n * n * n;
+}
 
 // Householder QR of m x n: 2mnp - (m + n)p^2 + 2p^3/3 with p = min(m, n) (R alone; Q costs as much).
 inline double qr_flops(double m, double n) {
@@ -180,7 +223,7 @@ inline double qr_flops(double m, double n) {
 
 // The nominal work of recompress() on the uniform layouts, phase by phase, from the ranks before (k),
 // after orthogonalization (o) and after truncation (r): gemm 2mnk, QR as qr_flops (twice with Q),
-// SVD of an n x n weight with both vector sets 22n^3 (Golub and Van Loan). The identity products
+// the weights' singular pairs as right_singular_flops. The identity products
 // that stack the coupling blocks into the weights are copies and not counted.
 template <class T, class Space>
 void compress_flops(const h2_data<T, Space>& A, const std::vector<int>& k, const std::vector<int>& o,
@@ -203,7 +246,7 @@ void compress_flops(const h2_data<T, Space>& A, const std::vector<int>& k, const
       const double height = op + (both ? rows_t + cols_t : rows_t) * ol;
       weights += 2 * op * ol * op + qr_flops(std::max(height, 1.0), ol);
       if (!shared) weights += 2 * op * ol * op + qr_flops(std::max(op + cols_t * ol, 1.0), ol);
-      trunc += bases * 22 * ol * ol * ol;
+      trunc += bases * right_singular_flops<Space>(ol);
     }
     if (l == L) trunc += bases * double(1 << L) * 2 * A.m_max * rl * ol;
     else trunc += bases * double(1 << (l + 1)) * (2 * o[l + 1] * rl * ol + 2 * r[l + 1] * rl * o[l + 1]);
@@ -267,8 +310,8 @@ kept_ranks recompress(h2_data<T, Space>& d, Choose&& choose, compress_phases* ph
 
   // A shared basis carries the blocks of its row and of its column; for a symmetric matrix those are
   // transposes of each other and span the same space, so the rows alone give the weights (half the
-  // stack: the peer's choice too).
-  const bool shared = d.row_basis == d.col_basis, both = shared && !d.symmetric;
+  // stack: the peer's choice too; see weights_from_rows_alone).
+  const bool shared = d.row_basis == d.col_basis, both = shared && !weights_from_rows_alone(d);
   auto Zr = basis_weights(d, *d.row_basis, true, both);
   std::vector<buffer<T, Space>> Zc;
   if (!shared) Zc = basis_weights(d, *d.col_basis, false, true);

@@ -537,7 +537,9 @@ class hara_builder {
       rep.seconds_update = since(t1);
 
       const auto t2 = clock::now();
-      kept_ = recompress(H_, keep_frobenius_share{budget2()}, &rep.compression);
+      // Weights from the rows alone measure half of what a truncation discards (rows and columns)
+      const double budget = weights_from_rows_alone(H_) ? budget2() / 2 : budget2();
+      kept_ = recompress(H_, keep_frobenius_share{budget}, &rep.compression);
       rep.seconds_compress = since(t2);
       peel_ = true;
     }

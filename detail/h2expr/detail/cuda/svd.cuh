@@ -239,4 +239,11 @@ void svd_vbatched(context<cuda>& c, const int* m, const int* n, T* const* A, con
   deallocate(c, work);  // stream-ordered: freed after the kernels
 }
 
+// S_i and V_i of A_i for truncation (host/svd.hpp): here the full SVD, exact for every value; A_i := U_i.
+template <class T>
+void svd_right_vbatched(context<cuda>& c, const int* m, const int* n, T* const* A, const int* lda, T* const* S,
+                        T* const* V, const int* ldv, int count, int max_m, int max_n, double /*resolve*/) {
+  svd_vbatched(c, m, n, A, lda, S, V, ldv, count, max_m, max_n);
+}
+
 }  // namespace h2expr::detail

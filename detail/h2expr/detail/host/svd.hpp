@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <vector>
 
 namespace h2expr::detail {
@@ -94,6 +95,84 @@ void svd_vbatched(context<host>&, const int* m, const int* n, T* const* A, const
     for (int j = 0; j < p; ++j) S[i][j] = s(j);
     if (V) map_block(V[i], n[i], p, ldv[i]) = v;
     a.leftCols(p) = u;
+  }
+}
+
+// Right singular pairs of a (m >= n, in double) from the eigenvectors of its Gram matrix a^T a: every
+// value whose square stands well above the Gram's rounding (about n u ||a||^2) comes out exact. While
+// `resolve` lies below that, the remaining directions W_s are resolved the same way from a W_s, on
+// their own scale (each round reaches about 5 decades further), down to `floor` (a's own rounding).
+// The dropped part's norm is exact either way: the kept directions are always those of the upper
+// rounds, and a W_s is formed exactly enough. What the rounds' seams cost is optimality, not the
+// bound: a value next to a seam is off by up to ~5e-4 of itself, and the lower round's values may
+// carry ~1e-10 of the largest from directions just above the seam, so a rank can come out one higher.
+inline void gram_right_singular(const dense<double>& a, double resolve, double floor, Eigen::VectorXd& s,
+                                dense<double>& v) {
+  const Eigen::Index n = a.cols();
+  dense<double> G = dense<double>::Zero(n, n);
+  G.selfadjointView<Eigen::Lower>().rankUpdate(a.transpose());
+  Eigen::SelfAdjointEigenSolver<dense<double>> eig(G);  // ascending
+  if (eig.info() != Eigen::Success) {  // not converged (never seen): the checked SVD instead
+    dense<double> u;
+    thin_svd<double>(a, u, s, v);
+    return;
+  }
+  const Eigen::VectorXd lambda = eig.eigenvalues().reverse().cwiseMax(0.0);
+  v = eig.eigenvectors().rowwise().reverse();
+  s = lambda.cwiseSqrt();
+  const double noise = 1e3 * double(n) * std::numeric_limits<double>::epsilon() * (n > 0 ? lambda(0) : 0.0);
+  Eigen::Index large = 0;
+  while (large < n && lambda(large) > noise) ++large;
+  if (large == 0 || large == n || resolve * resolve >= noise || noise <= floor * floor) return;
+  const Eigen::Index rest = n - large;
+  Eigen::VectorXd ss;
+  dense<double> vs;
+  gram_right_singular(a * v.rightCols(rest), resolve, floor, ss, vs);
+  const dense<double> w = v.rightCols(rest) * vs;
+  v.rightCols(rest) = w;
+  s.tail(rest) = ss;
+  // sqrt(noise) separates the rounds, so the order only needs fixing at that seam
+  std::vector<Eigen::Index> order(n);
+  std::iota(order.begin(), order.end(), Eigen::Index(0));
+  std::stable_sort(order.begin(), order.end(), [&](Eigen::Index i, Eigen::Index j) { return s(i) > s(j); });
+  const Eigen::VectorXd s0 = s;
+  const dense<double> v0 = v;
+  for (Eigen::Index j = 0; j < n; ++j) s(j) = s0(order[j]), v.col(j) = v0.col(order[j]);
+}
+
+// Right singular vectors and values of a, of which only the values above `resolve` (and their
+// vectors) need to be exact: truncation keeps those and drops the rest. Tall or square a: from Gram
+// matrices in double (gram_right_singular); 3-6x faster than the SVD on 64 x 64 weights (measured on
+// the development VM). Wide a, or resolve <= 0: the SVD.
+template <class T, class A>
+void right_singular(const A& a, double resolve, Eigen::Matrix<T, Eigen::Dynamic, 1>& S, dense<T>& V) {
+  const Eigen::Index n = a.cols();
+  if (a.rows() < n || resolve <= 0) {
+    dense<T> u;
+    thin_svd<T>(a, u, S, V);
+    return;
+  }
+  const dense<double> ad = a.template cast<double>();
+  Eigen::VectorXd s;
+  dense<double> v;
+  gram_right_singular(ad, resolve, double(n) * std::numeric_limits<double>::epsilon() * ad.norm(), s, v);
+  S = s.template cast<T>();
+  V = v.template cast<T>();
+}
+
+// S_i (p values, descending) and V_i (n x p) of A_i for truncation: values below `resolve` may be
+// approximate (right_singular). A_i is left unspecified (the CUDA space writes U_i there).
+template <class T>
+void svd_right_vbatched(context<host>&, const int* m, const int* n, T* const* A, const int* lda, T* const* S,
+                        T* const* V, const int* ldv, int count, int /*max_m*/, int /*max_n*/, double resolve) {
+#pragma omp parallel for schedule(dynamic)
+  for (int i = 0; i < count; ++i) {
+    const int p = std::min(m[i], n[i]);
+    Eigen::Matrix<T, Eigen::Dynamic, 1> s;
+    dense<T> v;
+    right_singular<T>(map_block(A[i], m[i], n[i], lda[i]), resolve, s, v);
+    for (int j = 0; j < p; ++j) S[i][j] = s(j);
+    map_block(V[i], n[i], p, ldv[i]) = v.leftCols(p);
   }
 }
 
