@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 namespace h2expr::detail {
@@ -106,15 +107,18 @@ void svd_vbatched(context<host>&, const int* m, const int* n, T* const* A, const
 // rounds, and a W_s is formed exactly enough. What the rounds' seams cost is optimality, not the
 // bound: a value next to a seam is off by up to ~5e-4 of itself, and the lower round's values may
 // carry ~1e-10 of the largest from directions just above the seam, so a rank can come out one higher.
-inline void gram_right_singular(const dense<double>& a, double resolve, double floor, Eigen::VectorXd& s,
-                                dense<double>& v) {
+// (A template, always on double: as a plain inline function it instantiated Eigen's eigensolver and
+// both SVDs in every translation unit that includes the library, ~28 s of compile each.)
+template <class D = double>
+void gram_right_singular(const dense<D>& a, double resolve, double floor, Eigen::VectorXd& s, dense<D>& v) {
+  static_assert(std::is_same_v<D, double>, "the Gram matrix is formed in double");
   const Eigen::Index n = a.cols();
   dense<double> G = dense<double>::Zero(n, n);
   G.selfadjointView<Eigen::Lower>().rankUpdate(a.transpose());
   Eigen::SelfAdjointEigenSolver<dense<double>> eig(G);  // ascending
   if (eig.info() != Eigen::Success) {  // not converged (never seen): the checked SVD instead
     dense<double> u;
-    thin_svd<double>(a, u, s, v);
+    thin_svd<D>(a, u, s, v);
     return;
   }
   const Eigen::VectorXd lambda = eig.eigenvalues().reverse().cwiseMax(0.0);
@@ -127,7 +131,7 @@ inline void gram_right_singular(const dense<double>& a, double resolve, double f
   const Eigen::Index rest = n - large;
   Eigen::VectorXd ss;
   dense<double> vs;
-  gram_right_singular(a * v.rightCols(rest), resolve, floor, ss, vs);
+  gram_right_singular<D>(a * v.rightCols(rest), resolve, floor, ss, vs);
   const dense<double> w = v.rightCols(rest) * vs;
   v.rightCols(rest) = w;
   s.tail(rest) = ss;
@@ -155,7 +159,7 @@ void right_singular(const A& a, double resolve, Eigen::Matrix<T, Eigen::Dynamic,
   const dense<double> ad = a.template cast<double>();
   Eigen::VectorXd s;
   dense<double> v;
-  gram_right_singular(ad, resolve, double(n) * std::numeric_limits<double>::epsilon() * ad.norm(), s, v);
+  gram_right_singular<double>(ad, resolve, double(n) * std::numeric_limits<double>::epsilon() * ad.norm(), s, v);
   S = s.template cast<T>();
   V = v.template cast<T>();
 }
