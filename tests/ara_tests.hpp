@@ -9,6 +9,8 @@
 #include <numeric>
 #include <vector>
 
+#include "instances/batched_ara.hpp"
+#include "reference.hpp"
 #include "support.hpp"
 
 namespace h2expr::test {
@@ -30,8 +32,7 @@ struct known_item {
 
 inline dense<double> random_orthonormal(rng& r, int rows, int cols) {
   if (cols == 0) return dense<double>(rows, 0);
-  Eigen::HouseholderQR<dense<double>> qr(r.template normal<double>(rows, cols));
-  return qr.householderQ() * dense<double>::Identity(rows, cols);
+  return reference::householder_q(r.template normal<double>(rows, cols)) * dense<double>::Identity(rows, cols);
 }
 
 // s_j = t exp(-alpha j), j < min(m, n); values below 1e-14 t are left out (they cannot matter).

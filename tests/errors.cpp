@@ -1,6 +1,8 @@
 // The error hierarchy: every failure is an h2expr::error, and the kinds are distinguishable.
 #include <gtest/gtest.h>
-#include <h2expr/h2expr.hpp>
+#include <h2expr/context.hpp>
+#include <h2expr/error.hpp>
+#include <h2expr/matrix.hpp>
 
 namespace hx = h2expr;
 

@@ -1,6 +1,7 @@
+// The expression suite on the cuda space, for the scalar type this object is built for (CMakeLists.txt
+// compiles it once per type).
 #include "expression_tests.hpp"
 
 namespace h2expr::test {
-using cuda_configs = ::testing::Types<config<float, cuda>, config<double, cuda>>;
-INSTANTIATE_TYPED_TEST_SUITE_P(cuda, expression_test, cuda_configs);
+H2EXPR_TYPED_SUITE(expression_test, cuda);
 }  // namespace h2expr::test

@@ -1,6 +1,7 @@
+// The expression suite on the host space, for the scalar type this object is built for (CMakeLists.txt
+// compiles it once per type).
 #include "expression_tests.hpp"
 
 namespace h2expr::test {
-using host_configs = ::testing::Types<config<float, host>, config<double, host>>;
-INSTANTIATE_TYPED_TEST_SUITE_P(host, expression_test, host_configs);
+H2EXPR_TYPED_SUITE(expression_test, host);
 }  // namespace h2expr::test

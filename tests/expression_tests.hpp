@@ -2,7 +2,10 @@
 // The expression DSL against dense Eigen analogues, for every (scalar, space): every node type and
 // nestings of them times vectors (and transposed), through hara(), the symmetry and structure hara()
 // deduces, Schur complements of 2D and 3D Poisson problems, and bad input.
-#include <h2expr/h2expr.hpp>
+#include <h2expr/cholesky.hpp>
+#include <h2expr/expression.hpp>
+#include <h2expr/hara.hpp>
+#include <h2expr/sparse_matrix.hpp>
 
 #include <Eigen/Sparse>
 #include <optional>
@@ -10,6 +13,7 @@
 #include <vector>
 
 #include "../examples/poisson.hpp"
+#include "instances/hara.hpp"
 #include "support.hpp"
 
 namespace h2expr::test {

@@ -1,6 +1,7 @@
+// The h2_matrix suite on the cuda space, for the scalar type this object is built for (CMakeLists.txt
+// compiles it once per type).
 #include "h2_matrix_tests.hpp"
 
 namespace h2expr::test {
-using cuda_configs = ::testing::Types<config<float, cuda>, config<double, cuda>>;
-INSTANTIATE_TYPED_TEST_SUITE_P(cuda, h2_matrix_test, cuda_configs);
+H2EXPR_TYPED_SUITE(h2_matrix_test, cuda);
 }  // namespace h2expr::test

@@ -1,6 +1,7 @@
+// The h2_matrix suite on the host space, for the scalar type this object is built for (CMakeLists.txt
+// compiles it once per type).
 #include "h2_matrix_tests.hpp"
 
 namespace h2expr::test {
-using host_configs = ::testing::Types<config<float, host>, config<double, host>>;
-INSTANTIATE_TYPED_TEST_SUITE_P(host, h2_matrix_test, host_configs);
+H2EXPR_TYPED_SUITE(h2_matrix_test, host);
 }  // namespace h2expr::test

@@ -1,6 +1,7 @@
+// The hara suite on the cuda space, for the scalar type this object is built for (CMakeLists.txt
+// compiles it once per type).
 #include "hara_tests.hpp"
 
 namespace h2expr::test {
-using cuda_configs = ::testing::Types<config<float, cuda>, config<double, cuda>>;
-INSTANTIATE_TYPED_TEST_SUITE_P(cuda, hara_test, cuda_configs);
+H2EXPR_TYPED_SUITE(hara_test, cuda);
 }  // namespace h2expr::test

@@ -2,12 +2,14 @@
 // hara() against dense Eigen analogues, for every (scalar, space): self-reconstruction of kernel
 // matrices, products of H2 matrices, symmetric and general lambdas over dense matrices, 1D/2D/3D
 // structures, the relative_error estimate, and bad input.
-#include <h2expr/h2expr.hpp>
+#include <h2expr/compress.hpp>
+#include <h2expr/hara.hpp>
 
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "instances/hara.hpp"
 #include "support.hpp"
 
 namespace h2expr::test {

@@ -1,8 +1,12 @@
 // The host space's cache of large blocks (detail/host/pool.hpp): reuse, limits, release, and that
 // buffers from it behave as any other.
-#include <h2expr/h2expr.hpp>
+#include <h2expr/compress.hpp>
+#include <h2expr/samplers/expression.hpp>
+#include <h2expr/h2_matrix.hpp>
 
 #include <gtest/gtest.h>
+
+#include "instances/h2_matrix.hpp"
 
 #include <numeric>
 #include <vector>

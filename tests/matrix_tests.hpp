@@ -1,5 +1,6 @@
 #pragma once
 // matrix, view and to_dense, written once for every (scalar, space); instantiated per space.
+#include "instances/primitives.hpp"
 #include "support.hpp"
 
 namespace h2expr::test {

@@ -1,7 +1,10 @@
 // Structure layer: point clouds, KD-tree clustering, admissibility and the matrix tree, checked
 // against brute force on small problems.
 #include <gtest/gtest.h>
-#include <h2expr/h2expr.hpp>
+#include <h2expr/build_options.hpp>
+#include <h2expr/error.hpp>
+#include <h2expr/point_cloud.hpp>
+#include <h2expr/structure.hpp>
 
 #include <algorithm>
 #include <array>

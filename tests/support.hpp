@@ -1,7 +1,11 @@
 #pragma once
 // Test helpers: the (scalar, space) configurations, dense references, and tolerances.
 #include <gtest/gtest.h>
-#include <h2expr/h2expr.hpp>
+#include <h2expr/context.hpp>
+#include <h2expr/detail/batched.hpp>
+#include <h2expr/kernels.hpp>
+#include <h2expr/matrix.hpp>
+#include <h2expr/sampler.hpp>
 
 #include <Eigen/Dense>
 #include <chrono>
@@ -90,6 +94,14 @@ bool space_unavailable() {
 }
 
 }  // namespace h2expr::test
+
+// A typed suite instantiated for one (scalar, space): the build compiles each suite once per scalar
+// type, in its own translation unit (H2EXPR_TEST_SCALAR, H2EXPR_TEST_PREFIX: e.g. double,
+// host_double), so that no compile holds both. The indirection expands the prefix before gtest pastes it.
+#define H2EXPR_TYPED_SUITE_AS(prefix, suite) INSTANTIATE_TYPED_TEST_SUITE_P(prefix, suite, configs)
+#define H2EXPR_TYPED_SUITE(suite, space)                            \
+  using configs = ::testing::Types<config<H2EXPR_TEST_SCALAR, space>>; \
+  H2EXPR_TYPED_SUITE_AS(H2EXPR_TEST_PREFIX, suite)
 
 #define H2EXPR_SKIP_IF_UNAVAILABLE(Space)                                                  \
   do {                                                                                     \

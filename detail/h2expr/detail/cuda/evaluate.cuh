@@ -6,9 +6,8 @@
 #include <h2expr/detail/cuda/context.cuh>
 #include <h2expr/detail/host/evaluate.hpp>
 #include <h2expr/kernels.hpp>
-#include <thrust/execution_policy.h>
-#include <thrust/logical.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -39,10 +38,12 @@ __global__ void evaluate_blocks(Kernel kernel, const int* row_node, const int* c
   }
 }
 
+// *found becomes 1 where an entry is NaN or infinite.
 template <class T>
-struct is_finite_value {
-  __host__ __device__ bool operator()(T v) const { return isfinite(v); }
-};
+__global__ void find_non_finite(const T* data, std::size_t n, int* found) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+    if (!isfinite(data[i])) *found = 1;
+}
 
 }  // namespace h2expr::detail::kernels
 
@@ -75,9 +76,22 @@ void evaluate_blocks(context<cuda>& c, const Kernel& kernel, const block_points<
 template <class T>
 bool all_finite(context<cuda>& c, const T* data, std::size_t n) {
   if (n == 0) return true;
-  const bool ok = thrust::all_of(thrust::cuda::par.on(c.stream()), data, data + n, kernels::is_finite_value<T>{});
-  H2EXPR_CUDA_LAUNCHED();
-  return ok;
+  int* flag = nullptr;
+  H2EXPR_CUDA(cudaMallocAsync(&flag, sizeof(int), c.stream()));
+  int found = 1;
+  try {
+    H2EXPR_CUDA(cudaMemsetAsync(flag, 0, sizeof(int), c.stream()));
+    const unsigned blocks = unsigned(std::min<std::size_t>((n + 255) / 256, 8192));
+    kernels::find_non_finite<<<blocks, 256, 0, c.stream()>>>(data, n, flag);
+    H2EXPR_CUDA_LAUNCHED();
+    H2EXPR_CUDA(cudaMemcpyAsync(&found, flag, sizeof(int), cudaMemcpyDeviceToHost, c.stream()));
+    c.synchronize();
+  } catch (...) {
+    (void)cudaFreeAsync(flag, c.stream());
+    throw;
+  }
+  H2EXPR_CUDA(cudaFreeAsync(flag, c.stream()));
+  return found == 0;
 }
 
 }  // namespace h2expr::detail

@@ -1,29 +1,23 @@
 #pragma once
 // Marshaling on the GPU: pointer arrays of batch items, built on the device so that batched calls
-// need no host round trip.
+// need no host round trip. (Own one-line kernels: Thrust's transform cost every CUDA translation unit
+// that marshals ~15 s of compile, its headers alone included.)
 #include <h2expr/detail/cuda/check.cuh>
 #include <h2expr/detail/cuda/context.cuh>
-#include <thrust/execution_policy.h>
-#include <thrust/iterator/counting_iterator.h>
-#include <thrust/transform.h>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace h2expr::detail::kernels {
 
-// Functors rather than device lambdas, so that users need not compile with --extended-lambda.
 template <class T>
-struct strided_pointer {
-  T* base;
-  std::int64_t stride;
-  __host__ __device__ T* operator()(int i) const { return base + i * stride; }
-};
+__global__ void marshal_strided(T* base, std::int64_t stride, int count, T** out) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) out[i] = base + i * stride;
+}
 template <class T>
-struct offset_pointer {
-  T* base;
-  const std::int64_t* offsets;
-  __host__ __device__ T* operator()(int i) const { return base + offsets[i]; }
-};
+__global__ void marshal_offsets(T* base, const std::int64_t* offsets, int count, T** out) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) out[i] = base + offsets[i];
+}
 
 }  // namespace h2expr::detail::kernels
 
@@ -33,8 +27,7 @@ namespace h2expr::detail {
 template <class T>
 void marshal_strided(context<cuda>& c, T* base, std::int64_t stride, int count, T** out) {
   if (count <= 0) return;
-  thrust::transform(thrust::cuda::par_nosync.on(c.stream()), thrust::counting_iterator<int>(0),
-                    thrust::counting_iterator<int>(count), out, kernels::strided_pointer<T>{base, stride});
+  kernels::marshal_strided<<<std::min((count + 255) / 256, 4096), 256, 0, c.stream()>>>(base, stride, count, out);
   H2EXPR_CUDA_LAUNCHED();
 }
 
@@ -42,8 +35,7 @@ void marshal_strided(context<cuda>& c, T* base, std::int64_t stride, int count, 
 template <class T>
 void marshal_offsets(context<cuda>& c, T* base, const std::int64_t* offsets, int count, T** out) {
   if (count <= 0) return;
-  thrust::transform(thrust::cuda::par_nosync.on(c.stream()), thrust::counting_iterator<int>(0),
-                    thrust::counting_iterator<int>(count), out, kernels::offset_pointer<T>{base, offsets});
+  kernels::marshal_offsets<<<std::min((count + 255) / 256, 4096), 256, 0, c.stream()>>>(base, offsets, count, out);
   H2EXPR_CUDA_LAUNCHED();
 }
 

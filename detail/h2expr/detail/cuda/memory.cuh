@@ -4,8 +4,6 @@
 #include <h2expr/detail/blas_types.hpp>
 #include <h2expr/detail/cuda/check.cuh>
 #include <h2expr/detail/cuda/context.cuh>
-#include <thrust/execution_policy.h>
-#include <thrust/fill.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -37,6 +35,12 @@ __global__ void copy_vbatched(op trans, const int* rows, const int* cols, const 
     const std::int64_t i = e % r, j = e / r;
     d[i + j * ld] = trans == op::none ? s[i + j * ls] : s[j + i * ls];
   }
+}
+
+template <class T>
+__global__ void fill(T* data, std::size_t n, T value) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+    data[i] = value;
 }
 
 template <class T>
@@ -137,7 +141,8 @@ void axpby_2d(context<cuda>& c, std::size_t rows, std::size_t cols, T alpha, con
 template <class T>
 void fill(context<cuda>& c, T* data, std::size_t n, T value) {
   if (n == 0) return;
-  thrust::fill_n(thrust::cuda::par_nosync.on(c.stream()), data, n, value);
+  const unsigned blocks = unsigned(std::min<std::size_t>((n + 255) / 256, 8192));
+  kernels::fill<<<blocks, 256, 0, c.stream()>>>(data, n, value);
   H2EXPR_CUDA_LAUNCHED();
 }
 

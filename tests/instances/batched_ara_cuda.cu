@@ -1,0 +1,5 @@
+// The batched_ara instances of the CUDA space for one scalar type (CMakeLists.txt compiles this once
+// per type: no compile holds both), compiled once for every test that uses them.
+#include "instances/batched_ara.hpp"
+
+H2EXPR_BATCHED_ARA_INSTANCES(template, H2EXPR_INSTANCE_SCALAR, ::h2expr::cuda)

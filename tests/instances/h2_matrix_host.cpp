@@ -1,0 +1,5 @@
+// The h2_matrix instances of the host space for one scalar type (CMakeLists.txt compiles this once
+// per type: no compile holds both), compiled once for every test that uses them.
+#include "instances/h2_matrix.hpp"
+
+H2EXPR_H2_MATRIX_INSTANCES(template, H2EXPR_INSTANCE_SCALAR, ::h2expr::host)
