@@ -96,12 +96,14 @@ bool space_unavailable() {
 }  // namespace h2expr::test
 
 // A typed suite instantiated for one (scalar, space): the build compiles each suite once per scalar
-// type, in its own translation unit (H2EXPR_TEST_SCALAR, H2EXPR_TEST_PREFIX: e.g. double,
-// host_double), so that no compile holds both. The indirection expands the prefix before gtest pastes it.
+// type, in its own translation unit (H2EXPR_TEST_SCALAR), so that no compile holds both. Its tests are
+// named <space>_<scalar>/..., e.g. host_double/; the indirections expand the scalar before pasting.
 #define H2EXPR_TYPED_SUITE_AS(prefix, suite) INSTANTIATE_TYPED_TEST_SUITE_P(prefix, suite, configs)
-#define H2EXPR_TYPED_SUITE(suite, space)                            \
-  using configs = ::testing::Types<config<H2EXPR_TEST_SCALAR, space>>; \
-  H2EXPR_TYPED_SUITE_AS(H2EXPR_TEST_PREFIX, suite)
+#define H2EXPR_TYPED_SUITE_PASTE(space, scalar, suite) H2EXPR_TYPED_SUITE_AS(space##_##scalar, suite)
+#define H2EXPR_TYPED_SUITE_NAMED(space, scalar, suite) H2EXPR_TYPED_SUITE_PASTE(space, scalar, suite)
+#define H2EXPR_TYPED_SUITE(suite, space)                                \
+  using configs = ::testing::Types<config<H2EXPR_TEST_SCALAR, ::h2expr::space>>; \
+  H2EXPR_TYPED_SUITE_NAMED(space, H2EXPR_TEST_SCALAR, suite)
 
 #define H2EXPR_SKIP_IF_UNAVAILABLE(Space)                                                  \
   do {                                                                                     \

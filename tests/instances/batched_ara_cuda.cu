@@ -2,4 +2,4 @@
 // per type: no compile holds both), compiled once for every test that uses them.
 #include "instances/batched_ara.hpp"
 
-H2EXPR_BATCHED_ARA_INSTANCES(template, H2EXPR_INSTANCE_SCALAR, ::h2expr::cuda)
+H2EXPR_BATCHED_ARA_INSTANCES(template, H2EXPR_TEST_SCALAR, ::h2expr::cuda)

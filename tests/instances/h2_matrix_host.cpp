@@ -2,4 +2,4 @@
 // per type: no compile holds both), compiled once for every test that uses them.
 #include "instances/h2_matrix.hpp"
 
-H2EXPR_H2_MATRIX_INSTANCES(template, H2EXPR_INSTANCE_SCALAR, ::h2expr::host)
+H2EXPR_H2_MATRIX_INSTANCES(template, H2EXPR_TEST_SCALAR, ::h2expr::host)

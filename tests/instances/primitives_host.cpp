@@ -2,5 +2,5 @@
 #include "instances/primitives.hpp"
 
 namespace h2expr::detail {
-H2EXPR_PRIMITIVES_INSTANCES(template, H2EXPR_INSTANCE_SCALAR, ::h2expr::host)
+H2EXPR_PRIMITIVES_INSTANCES(template, H2EXPR_TEST_SCALAR, ::h2expr::host)
 }  // namespace h2expr::detail

@@ -1,6 +1,6 @@
 #pragma once
 // Instances of the batched SVDs (on the host Eigen's divide-and-conquer and Jacobi SVDs and the Gram
-// eigensolver in double for every scalar type: the single costliest compile of the library).
+// eigensolver in double: the costliest compiles of the library).
 #include <h2expr/detail/batched.hpp>
 
 #include "instances/spaces.hpp"
@@ -14,4 +14,8 @@
 
 namespace h2expr::detail {
 H2EXPR_INSTANCES(H2EXPR_SVD_INSTANCES, extern template)
+// The Gram eigensolver (and its fallback SVD) in double, used by every scalar type: compiled once, with
+// the double instances, so the float ones do not compile Eigen's double solvers a second time.
+extern template void gram_right_singular<double>(const dense<double>&, double, double, Eigen::VectorXd&,
+                                                 dense<double>&);
 }  // namespace h2expr::detail

@@ -2,5 +2,5 @@
 #include "instances/svd.hpp"
 
 namespace h2expr::detail {
-H2EXPR_SVD_INSTANCES(template, H2EXPR_INSTANCE_SCALAR, ::h2expr::cuda)
+H2EXPR_SVD_INSTANCES(template, H2EXPR_TEST_SCALAR, ::h2expr::cuda)
 }  // namespace h2expr::detail
