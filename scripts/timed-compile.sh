@@ -8,5 +8,5 @@ for a in "$@"; do
   prev=$a
 done
 launcher=
-command -v ccache >/dev/null 2>&1 && launcher=ccache
+command -v ccache >/dev/null 2>&1 && launcher=ccache && export CCACHE_SLOPPINESS=pch_defines,time_macros  # see CMakeLists.txt
 exec /usr/bin/time -a -o "${H2EXPR_COMPILE_LOG:-/dev/null}" -f "%e %M $out" $launcher "$@"
