@@ -159,7 +159,10 @@ TYPED_TEST_P(expression_test, hara_of_expressions) {
     EXPECT_LT(e2, 2 * tol) << "A B A, tol " << tol;
     EXPECT_LT(e2, last_triple) << tol;
     last_triple = e2;
-    EXPECT_LT(h2expr::relative_error(P, A * B * A, 10, test_seed()), 6 * tol);
+    // The randomized estimate against the dense error it estimates.
+    const double est = h2expr::relative_error(P, A * B * A, 10, test_seed());
+    EXPECT_LT(est, 3 * e2) << "tol " << tol;
+    EXPECT_GT(est, e2 / 3) << "tol " << tol;
   }
   // A scaled sum of samplers, with the structure given.
   const int n = int(A.rows());

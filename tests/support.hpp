@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <memory>
 #include <random>
@@ -30,7 +31,9 @@ using dense = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
 inline std::uint64_t test_seed() {
   static const std::uint64_t seed = [] {
     if (const char* s = std::getenv("H2EXPR_TEST_SEED")) return std::uint64_t(std::stoull(s));
-    return std::uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+    const auto fresh = std::uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+    std::fprintf(stderr, "H2EXPR_TEST_SEED=%llu\n", static_cast<unsigned long long>(fresh));  // to replay a failure
+    return fresh;
   }();
   return seed;
 }
