@@ -32,7 +32,7 @@ struct known_item {
 
 inline dense<double> random_orthonormal(rng& r, int rows, int cols) {
   if (cols == 0) return dense<double>(rows, 0);
-  return reference::householder_q(r.template normal<double>(rows, cols)) * dense<double>::Identity(rows, cols);
+  return reference::orthonormal_columns(r.template normal<double>(rows, cols));
 }
 
 // s_j = t exp(-alpha j), j < min(m, n); values below 1e-14 t are left out (they cannot matter).

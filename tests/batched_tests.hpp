@@ -191,8 +191,8 @@ TYPED_TEST_P(batched_test, qr_column_pivoted_reveals_rank) {
     const int rank = i % 3 == 0 ? p : r.uniform_int(0, p);  // a third full rank, the rest deficient
     // Exactly known singular values 10^(-j/rank) in [0.1, 1] (orthonormal factors around a graded
     // diagonal): far above the tolerance, and float rounding (~1e-6) far below it, so the rank is unambiguous.
-    const dense<double> qm = reference::householder_q(r.template normal<double>(m, m));
-    const dense<double> qn = reference::householder_q(r.template normal<double>(n, n));
+    const dense<double> qm = reference::orthonormal_columns(r.template normal<double>(m, m));
+    const dense<double> qn = reference::orthonormal_columns(r.template normal<double>(n, n));
     Eigen::VectorXd sv(rank);
     for (int j = 0; j < rank; ++j) sv(j) = std::pow(10.0, -1.0 * j / std::max(rank, 1));
     const dense<double> x = qm.leftCols(rank) * sv.asDiagonal(), y = qn.leftCols(rank).transpose();
@@ -247,10 +247,8 @@ TYPED_TEST_P(batched_test, svd_thin) {
   // by 5e-6 relative on such a 171 x 42 input.
   for (auto [m, n] : {std::pair{171, 42}, std::pair{212, 32}, std::pair{64, 64}, std::pair{42, 90}}) {
     const int p = std::min(m, n);
-    const dense<double> qu = reference::householder_q(r.template normal<double>(m, p)) *
-                             dense<double>::Identity(m, p);
-    const dense<double> qv = reference::householder_q(r.template normal<double>(n, p)) *
-                             dense<double>::Identity(n, p);
+    const dense<double> qu = reference::orthonormal_columns(r.template normal<double>(m, p));
+    const dense<double> qv = reference::orthonormal_columns(r.template normal<double>(n, p));
     Eigen::VectorXd sv(p);
     for (int j = 0; j < p; ++j) sv(j) = 22 * std::exp(-std::log(22e13) * j / (p - 1));
     a.push_back((qu * sv.asDiagonal() * qv.transpose()).template cast<T>());
@@ -338,7 +336,7 @@ TYPED_TEST_P(batched_test, cholesky_of_float_data_computes_in_double) {
   if constexpr (std::is_same_v<T, float>) {
     rng r(16);
     const int n = 40;
-    dense<double> q = reference::householder_q(r.template normal<double>(n, n));
+    dense<double> q = reference::orthonormal_columns(r.template normal<double>(n, n));
     Eigen::VectorXd ev(n);
     for (int j = 0; j < n; ++j) ev(j) = std::pow(10.0, -6.0 * j / (n - 1));
     const dense<float> g = (q * ev.asDiagonal() * q.transpose()).template cast<float>();
@@ -559,10 +557,8 @@ TYPED_TEST_P(batched_test, svd_right_resolves_the_values_above_a_threshold) {
   for (double resolve : {0.0, 3.1e-9, 3.1e-3, 0.31})  // between the values, which step by 1.7-2x
     for (auto [m, n] : {std::pair{64, 64}, std::pair{80, 48}, std::pair{30, 40}}) {
       const int p = std::min(m, n);
-      const dense<double> qu = reference::householder_q(r.template normal<double>(m, p)) *
-                               dense<double>::Identity(m, p);
-      const dense<double> qv = reference::householder_q(r.template normal<double>(n, p)) *
-                               dense<double>::Identity(n, p);
+      const dense<double> qu = reference::orthonormal_columns(r.template normal<double>(m, p));
+      const dense<double> qv = reference::orthonormal_columns(r.template normal<double>(n, p));
       Eigen::VectorXd sv(p);  // graded 22 .. 2.2e-13, as weights of a compression are
       for (int j = 0; j < p; ++j) sv(j) = 22 * std::exp(-std::log(1e14) * j / (p - 1));
       const dense<T> a = (qu * sv.asDiagonal() * qv.transpose()).template cast<T>();

@@ -7,7 +7,7 @@ namespace h2expr::test::reference {
 
 Eigen::VectorXd singular_values(const Eigen::MatrixXd& a);        // descending (Jacobi SVD)
 double two_norm(const Eigen::MatrixXd& a);                         // the largest singular value; 0 if empty
-Eigen::MatrixXd householder_q(const Eigen::MatrixXd& a);           // the square Q of a = Q R
+Eigen::MatrixXd orthonormal_columns(const Eigen::MatrixXd& a);     // the thin Q of a = Q R (rows >= cols)
 Eigen::VectorXd householder_r_diagonal(const Eigen::MatrixXd& a);  // |diag(R)| of a = Q R
 Eigen::MatrixXd cholesky_lower(const Eigen::MatrixXd& a);          // L of a = L L^T (a must be SPD)
 // X = a^{-1} b through the Cholesky factorization of an SPD a; false when a is not positive definite.
