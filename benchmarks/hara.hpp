@@ -2,8 +2,9 @@
 // HARA benchmark, written once for every space (the HARA paper's section 4): self-reconstruction and
 // A * A of 2D and 3D covariance matrices. TARGETS.md's 2D reference problem first, beside the peer's
 // figures, with its per-level table (samples, ranks, time), then a sweep over n and tolerances.
-// Errors from 10 probes: err F = sqrt(sum ||(P - M) x_i||^2 / sum ||M x_i||^2) (~ ||P - M||_F / ||M||_F,
-// the norm the tolerance is in) and err max = relative_error's max_i ||(P - M) x_i|| / ||M x_i||.
+// Errors from 10 probes: err F = relative_error's sqrt(sum ||(P - M) x_i||^2 / sum ||M x_i||^2)
+// (~ ||P - M||_F / ||M||_F, the norm the tolerance is in) and err max = max_i ||(P - M) x_i|| / ||M x_i||
+// (the larger, the more a few singular values dominate M).
 #include <h2expr/h2expr.hpp>
 
 #include <chrono>
