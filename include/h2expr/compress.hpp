@@ -1,13 +1,18 @@
 #pragma once
-// compress(A, tol): algebraic recompression of an H2 matrix to a relative threshold (relative to an
-// estimate of ||A||_2), with a report of what it did. Same algorithm on every space; the result keeps
-// a rank per node, stored without padding.
+// compress(A, tol[, options]): algebraic recompression of an H2 matrix to a relative threshold
+// (relative to an estimate of ||A||_2), with a report of what it did. Same algorithm on every space; the
+// result keeps a rank per node, stored without padding.
+//
+//   hx::orthogonalize(A);                                   // optional: compress does it otherwise
+//   auto rep = hx::compress(A, 1e-4);
+//   auto checked = hx::compress(B, 1e-4, {.estimate_error = true});  // *checked.error_estimate
 #include <h2expr/detail/compact.hpp>
 #include <h2expr/detail/compress.hpp>
 #include <h2expr/h2_matrix.hpp>
 
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,8 +25,9 @@ struct compress_report {
   std::vector<double> node_rank_avg;
   double norm_estimate = 0;   // ||A||_2 before, by power iteration
   // ||A_before - A_after||_2 / ||A_before||_2 by power iteration on the difference, run while both
-  // representations exist (no copy of A is kept).
-  double error_estimate = 0;
+  // representations exist (no copy of A is kept); only with compress_options::estimate_error.
+  std::optional<double> error_estimate;
+  bool orthogonalized = false;  // whether compress orthogonalized the bases (not after orthogonalize())
   double seconds_orthogonalize = 0, seconds_weights = 0, seconds_truncation = 0, seconds_projection = 0;
   // Nominal operations per phase (gemm 2mnk, Householder QR, the weights' singular pairs: 10n^3 on the
   // host, 22n^3 per SVD on the GPU), for GFLOP/s.
@@ -30,16 +36,25 @@ struct compress_report {
   double flops() const { return flops_orthogonalize + flops_weights + flops_truncation + flops_projection; }
 };
 
+struct compress_options {
+  // Measure the error made (report.error_estimate): 8 pairs of products with the difference of the
+  // two representations, as much time again as the truncation on the reference problems. Off by
+  // default, as the peer's is; the threshold already bounds the error (see below).
+  bool estimate_error = false;
+};
+
 // Truncates every node of both bases to the rank that keeps the singular values of its weights above
-// tol ||A||_2 / (2 sqrt(depth + 1)), and stores it at that rank (per node, without padding). Bad input:
-// tol outside (0, 1) or NaN (invalid_tolerance). Compressing a compressed matrix again does not grow it.
+// tol ||A||_2 / (2 sqrt(depth + 1)), and stores it at that rank (per node, without padding). Bases
+// that orthogonalize() has made orthonormal are not orthogonalized again. Bad input: tol outside (0, 1)
+// or NaN (invalid_tolerance). Compressing a compressed matrix again does not grow it.
 template <class T, class Space>
-compress_report compress(h2_matrix<T, Space>& A, double tol) {
+compress_report compress(h2_matrix<T, Space>& A, double tol, const compress_options& options = {}) {
   detail::require<invalid_tolerance>(std::isfinite(tol) && tol > 0 && tol < 1,
                                      "compress: the tolerance must be in (0, 1), got " + std::to_string(tol));
   auto& d = A.data();
   detail::require(d.row_basis != nullptr, "compress of an empty H2 matrix");
   compress_report rep;
+  rep.orthogonalized = !d.row_basis->orthonormal || !d.col_basis->orthonormal;
   rep.memory_before = d.bytes();
   rep.ranks_before = d.rank;
   rep.norm_estimate = detail::norm_estimate(d);
@@ -50,7 +65,7 @@ compress_report compress(h2_matrix<T, Space>& A, double tol) {
   detail::compress_phases ph;
   detail::pad(d);
   double diff = 0;
-  const auto kept = detail::recompress(d, detail::keep_above{eps}, &ph, &diff);
+  const auto kept = detail::recompress(d, detail::keep_above{eps}, &ph, options.estimate_error ? &diff : nullptr);
   const auto t0 = std::chrono::steady_clock::now();
   detail::compact(d, kept.rows, kept.cols);
   ph.projection += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();  // storing it
@@ -71,7 +86,7 @@ compress_report compress(h2_matrix<T, Space>& A, double tol) {
   rep.memory_after = d.bytes();
   rep.ranks_after = d.rank;
 
-  rep.error_estimate = rep.norm_estimate > 0 ? diff / rep.norm_estimate : diff;
+  if (options.estimate_error) rep.error_estimate = rep.norm_estimate > 0 ? diff / rep.norm_estimate : diff;
   return rep;
 }
 

@@ -14,7 +14,8 @@
                                           ::h2expr::const_view<T, S>, T, ::h2expr::view<T, S>,                  \
                                           ::h2expr::detail::hgemv_phases*);                                     \
   kind void ::h2expr::orthogonalize<T, S>(::h2expr::h2_matrix<T, S>&);                                          \
-  kind ::h2expr::compress_report h2expr::compress<T, S>(::h2expr::h2_matrix<T, S>&, double);                    \
+  kind ::h2expr::compress_report h2expr::compress<T, S>(::h2expr::h2_matrix<T, S>&, double,                     \
+                                                       const ::h2expr::compress_options&);                      \
   kind Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> h2expr::to_dense<T, S>(const ::h2expr::h2_matrix<T, S>&);
 
 H2EXPR_INSTANCES(H2EXPR_H2_MATRIX_INSTANCES, extern template)

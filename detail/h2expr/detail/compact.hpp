@@ -18,6 +18,7 @@ basis_tree<T, Space> relayout(const context_ptr<Space>& ctx, const basis_tree<T,
                               const basis_layout& to, int m) {
   const int L = int(from.rank.size()) - 1, leaves = 1 << L;
   basis_tree<T, Space> N;
+  N.orthonormal = B.orthonormal;  // blocks keep their leading columns; what is cut or added is zero
   N.leaves = buffer<T, Space>(ctx, std::size_t(m) * to.total(L));
   fill(*ctx, N.leaves.data(), N.leaves.size(), T(0));
   std::vector<item_copy> items;

@@ -290,7 +290,7 @@ double difference_norm(h2_data<T, Space>& A, h2_data<T, Space>& B, int iteration
   return sigma;
 }
 
-// Steps 1-4; `error`, when given, receives ||A_before - A_after||_2 by power iteration before the old
+// Steps 1-4 (step 1 only where a basis is not orthonormal already); `error`, when given, receives ||A_before - A_after||_2 by power iteration before the old
 // representation is released (no copy of A: both exist at that point anyway).
 template <class T, class Space, class Choose>
 kept_ranks recompress(h2_data<T, Space>& d, Choose&& choose, compress_phases* phases = nullptr, double* error = nullptr) {
@@ -304,7 +304,10 @@ kept_ranks recompress(h2_data<T, Space>& d, Choose&& choose, compress_phases* ph
     if (phases) phases->*slot += std::chrono::duration<double>(now - t0).count();
     t0 = now;
   };
-  orthogonalize(d);
+  // Not again for bases orthogonalize() has just made orthonormal (the README's orthogonalize(A);
+  // compress(A, tol) paid for it twice). compress's own output is not flagged: its nested transfers
+  // are projections, orthonormal only to about the tolerance.
+  if (!d.row_basis->orthonormal || !d.col_basis->orthonormal) orthogonalize(d);
   lap(&compress_phases::orthogonalize);
   const std::vector<int> k_orth = d.rank;
 

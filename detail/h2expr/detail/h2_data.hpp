@@ -69,6 +69,9 @@ struct basis_tree {
   buffer<T, Space> leaves;
   std::vector<buffer<T, Space>> transfers;  // index l = 1..depth (index 0 unused)
   std::vector<std::vector<int>> node_rank;  // per level and node; empty: uniform
+  // Columns orthonormal (or zero, past a node's rank) by construction: set by orthogonalize, kept by
+  // clone and relayout, false for every other new basis. compress() then skips its orthogonalization.
+  bool orthonormal = false;
   basis_layout layout(const std::vector<int>& level_rank) const { return make_basis_layout(node_rank, level_rank); }
   std::size_t bytes() const {
     std::size_t s = leaves.size();
@@ -80,6 +83,7 @@ struct basis_tree {
     c.leaves = detail::clone(leaves);
     for (const auto& t : transfers) c.transfers.push_back(detail::clone(t));
     c.node_rank = node_rank;
+    c.orthonormal = orthonormal;
     return c;
   }
 };

@@ -136,6 +136,7 @@ std::vector<buffer<T, Space>> orthogonalize_basis(const context_ptr<Space>& ctx,
     }
     B.transfers[l] = std::move(W);
   }
+  B.orthonormal = true;
   return R;
 }
 
