@@ -23,8 +23,8 @@ struct compress_report {
   std::vector<int> ranks_before, ranks_after;       // largest node rank per level
   std::vector<int> node_rank_min, node_rank_max;    // per level, over the nodes of both bases, after
   std::vector<double> node_rank_avg;
-  double norm_estimate = 0;   // ||A||_2 before, by power iteration
-  // ||A_before - A_after||_2 / ||A_before||_2 by power iteration on the difference, run while both
+  double norm_estimate = 0;   // ||A||_2 before, by Lanczos bidiagonalization (at most 12 products pairs)
+  // ||A_before - A_after||_2 / ||A_before||_2 by Lanczos on the difference (at most 8), run while both
   // representations exist (no copy of A is kept); only with compress_options::estimate_error.
   std::optional<double> error_estimate;
   bool orthogonalized = false;  // whether compress orthogonalized the bases (not after orthogonalize())
@@ -37,9 +37,8 @@ struct compress_report {
 };
 
 struct compress_options {
-  // Measure the error made (report.error_estimate): 8 pairs of products with the difference of the
-  // two representations, as much time again as the truncation on the reference problems. Off by
-  // default, as the peer's is; the threshold already bounds the error (see below).
+  // Measure the error made (report.error_estimate): up to 8 pairs of products with the difference of
+  // the two representations. Off by default, as the peer's is; the threshold bounds the error.
   bool estimate_error = false;
 };
 

@@ -174,22 +174,91 @@ basis_tree<T, Space> truncated_basis(h2_data<T, Space>& A, const basis_tree<T, S
   return N;
 }
 
-// ||A||_2 by power iteration on A^T A (HGEMV and its transpose).
-template <class T, class Space>
-double norm_estimate(const h2_data<T, Space>& A, int iterations = 12) {
-  const index n = A.structure.cols();
-  auto x = matrix<T, Space>::random(n, 1, 12345, A.ctx);
-  auto y = matrix<T, Space>::uninitialized(A.structure.rows(), 1, A.ctx);
+// The largest singular value of the upper bidiagonal with diagonal a and superdiagonal b: the square
+// root of the largest eigenvalue of B^T B (tridiagonal), by bisection on Sturm counts (small k; a few
+// lines instead of an SVD solver in every translation unit that compresses).
+inline double bidiagonal_norm(const std::vector<double>& a, const std::vector<double>& b) {
+  const std::size_t k = a.size();
+  std::vector<double> diag(k), off(k, 0.0);  // B^T B: diag_i = a_i^2 + b_{i-1}^2, off_i = a_i b_i
+  double hi = 0;
+  for (std::size_t i = 0; i < k; ++i) {
+    diag[i] = a[i] * a[i] + (i > 0 ? b[i - 1] * b[i - 1] : 0.0);
+    if (i + 1 < k) off[i] = a[i] * b[i];
+  }
+  for (std::size_t i = 0; i < k; ++i)  // Gershgorin
+    hi = std::max(hi, diag[i] + std::abs(off[i]) + (i > 0 ? std::abs(off[i - 1]) : 0.0));
+  auto below = [&](double x) {  // eigenvalues of B^T B below x: negative pivots of LDL^T(B^T B - x I)
+    std::size_t count = 0;
+    double d = 1;
+    for (std::size_t i = 0; i < k; ++i) {
+      d = diag[i] - x - (i > 0 ? off[i - 1] * off[i - 1] / d : 0.0);
+      if (d == 0) d = -std::numeric_limits<double>::min();
+      count += d < 0;
+    }
+    return count;
+  };
+  double lo = 0;
+  for (int it = 0; it < 100 && hi - lo > 1e-15 * hi; ++it) {
+    const double mid = 0.5 * (lo + hi);
+    (below(mid) == k ? hi : lo) = mid;
+  }
+  return std::sqrt(hi);
+}
+
+// ||M||_2 by Golub-Kahan-Lanczos bidiagonalization from a fixed random start: the products run on the
+// space (apply(op, x, y): y = op(M) x, one vector), the short recurrences on the host in double with
+// full reorthogonalization. After k steps the largest singular value of the k x k bidiagonal is at
+// least what k steps of power iteration give (its Krylov space holds the power iterate), and it
+// usually settles within 3-5 steps where the power method needed 12; it stops when it moves less
+// than 1e-5 (relative) or after max_steps. A lower bound, to rounding.
+template <class T, class Space, class Apply>
+double lanczos_two_norm(const context_ptr<Space>& ctx, index rows, index cols, Apply&& apply, std::uint64_t seed,
+                        int max_steps) {
+  using vec = Eigen::VectorXd;
+  if (rows == 0 || cols == 0) return 0;
+  std::vector<vec> U, V;
+  std::vector<double> alpha, beta;
+  auto product = [&](op trans, const vec& in) {
+    const matrix<T, Space> x(Eigen::Matrix<T, Eigen::Dynamic, 1>(in.template cast<T>()), ctx);
+    auto y = matrix<T, Space>::uninitialized(trans == op::none ? rows : cols, 1, ctx);
+    apply(trans, x, y);
+    return vec(to_dense(y).col(0).template cast<double>());
+  };
+  auto orthogonalize_against = [](vec& w, const std::vector<vec>& Q) {
+    for (int pass = 0; pass < 2; ++pass)
+      for (const auto& q : Q) w -= q.dot(w) * q;
+  };
+  vec v = to_dense(matrix<T, Space>::random(cols, 1, seed, ctx)).col(0).template cast<double>();
+  if (v.norm() == 0) return 0;
+  V.push_back(v / v.norm());
   double sigma = 0;
-  for (int it = 0; it < iterations; ++it) {
-    const double xn = to_dense(x).template cast<double>().norm();
-    if (xn == 0) return 0;
-    x = matrix<T, Space>(to_dense(x) / T(xn), A.ctx);
-    hgemv(A, op::none, const_view<T, Space>(x.view()), y.view());
-    sigma = to_dense(y).template cast<double>().norm();
-    hgemv(A, op::transpose, const_view<T, Space>(y.view()), x.view());
+  for (int k = 0; k < max_steps; ++k) {
+    vec u = product(op::none, V.back());
+    orthogonalize_against(u, U);
+    alpha.push_back(u.norm());
+    if (alpha.back() > 0) U.push_back(u / alpha.back());
+    const double s = bidiagonal_norm(alpha, beta);  // alpha on the diagonal, beta above it
+    const bool settled = k >= 2 && std::abs(s - sigma) <= 1e-5 * s;
+    sigma = s;
+    if (settled || alpha.back() == 0 || k + 1 == max_steps) break;
+    vec w = product(op::transpose, U.back());
+    orthogonalize_against(w, V);
+    beta.push_back(w.norm());
+    if (beta.back() == 0) break;  // an invariant subspace: the value is exact
+    V.push_back(w / beta.back());
   }
   return sigma;
+}
+
+// ||A||_2 (HGEMV and its transpose).
+template <class T, class Space>
+double norm_estimate(const h2_data<T, Space>& A, int max_steps = 12) {
+  return lanczos_two_norm<T, Space>(
+      A.ctx, A.structure.rows(), A.structure.cols(),
+      [&](op trans, const matrix<T, Space>& x, matrix<T, Space>& y) {
+        hgemv(A, trans, const_view<T, Space>(x.view()), y.view());
+      },
+      12345, max_steps);
 }
 
 // Whether recompress weighs a basis by its rows alone: a symmetric matrix's shared basis. Its weights
@@ -262,10 +331,10 @@ struct kept_ranks {
 // Steps 1-4 in place, on the uniform layout; `choose` picks the node ranks from the weights' singular
 // values (see truncation_bases). Ranks become uniform per level at the largest node rank (zero
 // columns past a node's own rank): compact() can then store the node ranks returned.
-// ||A - B||_2 by power iteration on (A - B)^T (A - B), for two representations of one structure with
-// the same dense leaves, which B does not hold (they cancel): A lends its own for B's products.
+// ||A - B||_2 (lanczos_two_norm), for two representations of one structure with the same dense
+// leaves, which B does not hold (they cancel): A lends its own for B's products.
 template <class T, class Space>
-double difference_norm(h2_data<T, Space>& A, h2_data<T, Space>& B, int iterations = 8) {
+double difference_norm(h2_data<T, Space>& A, h2_data<T, Space>& B, int max_steps = 8) {
   struct lend {  // A's dense leaves in B while a product of B runs, back in A whatever happens
     h2_data<T, Space>&a, &b;
     lend(h2_data<T, Space>& a_, h2_data<T, Space>& b_) : a(a_), b(b_) { std::swap(a.dense, b.dense); }
@@ -276,21 +345,10 @@ double difference_norm(h2_data<T, Space>& A, h2_data<T, Space>& B, int iteration
     lend l(A, B);
     hgemv(B, trans, T(-1), const_view<T, Space>(x.view()), T(1), y.view());
   };
-  auto x = matrix<T, Space>::random(A.structure.cols(), 1, 777, A.ctx);
-  auto y = matrix<T, Space>::uninitialized(A.structure.rows(), 1, A.ctx);
-  double sigma = 0;
-  for (int it = 0; it < iterations; ++it) {
-    const double xn = to_dense(x).template cast<double>().norm();
-    if (xn == 0) break;
-    x = matrix<T, Space>(to_dense(x) / T(xn), A.ctx);
-    apply(op::none, x, y);
-    sigma = to_dense(y).template cast<double>().norm();
-    apply(op::transpose, y, x);
-  }
-  return sigma;
+  return lanczos_two_norm<T, Space>(A.ctx, A.structure.rows(), A.structure.cols(), apply, 777, max_steps);
 }
 
-// Steps 1-4 (step 1 only where a basis is not orthonormal already); `error`, when given, receives ||A_before - A_after||_2 by power iteration before the old
+// Steps 1-4 (step 1 only where a basis is not orthonormal already); `error`, when given, receives ||A_before - A_after||_2 (difference_norm) before the old
 // representation is released (no copy of A: both exist at that point anyway).
 template <class T, class Space, class Choose>
 kept_ranks recompress(h2_data<T, Space>& d, Choose&& choose, compress_phases* phases = nullptr, double* error = nullptr) {
