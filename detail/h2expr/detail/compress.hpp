@@ -208,9 +208,9 @@ inline double bidiagonal_norm(const std::vector<double>& a, const std::vector<do
 // ||M||_2 by Golub-Kahan-Lanczos bidiagonalization from a fixed random start: the products run on the
 // space (apply(op, x, y): y = op(M) x, one vector), the short recurrences on the host in double with
 // full reorthogonalization. After k steps the largest singular value of the k x k bidiagonal is at
-// least what k steps of power iteration give (its Krylov space holds the power iterate), and it
-// usually settles within 3-5 steps where the power method needed 12; it stops when it moves less
-// than 1e-5 (relative) or after max_steps. A lower bound, to rounding.
+// least what k steps of power iteration give (its Krylov space holds the power iterate). It stops
+// when it moves less than 1e-5 (relative) or after max_steps (TARGETS.md's 2D problem: 8 of 12 pairs,
+// where the power method ran all 12). A lower bound, to rounding.
 template <class T, class Space, class Apply>
 double lanczos_two_norm(const context_ptr<Space>& ctx, index rows, index cols, Apply&& apply, std::uint64_t seed,
                         int max_steps) {
@@ -348,8 +348,9 @@ double difference_norm(h2_data<T, Space>& A, h2_data<T, Space>& B, int max_steps
   return lanczos_two_norm<T, Space>(A.ctx, A.structure.rows(), A.structure.cols(), apply, 777, max_steps);
 }
 
-// Steps 1-4 (step 1 only where a basis is not orthonormal already); `error`, when given, receives ||A_before - A_after||_2 (difference_norm) before the old
-// representation is released (no copy of A: both exist at that point anyway).
+// Steps 1-4 (step 1 only where a basis is not orthonormal already); `error`, when given, receives
+// ||A_before - A_after||_2 (difference_norm) before the old representation is released (no copy of A:
+// both exist at that point anyway).
 template <class T, class Space, class Choose>
 kept_ranks recompress(h2_data<T, Space>& d, Choose&& choose, compress_phases* phases = nullptr, double* error = nullptr) {
   require(!d.compact(), "recompress: pad() the matrix first");
