@@ -1,6 +1,7 @@
 // Squares a kernel matrix with hara(A * A, tol): the product is sampled through two HGEMVs per block
 // of vectors and rebuilt as a new compressed H2 matrix. Prints the error (randomized estimate against
-// the product itself), memory and time; exits 1 when the error misses 2 tol.
+// the product itself), memory and time (verbose: hara's line per level too); exits 1 when the error
+// misses 2 tol.
 #pragma once
 #include <h2expr/h2expr.hpp>
 
@@ -9,7 +10,7 @@
 #include <string>
 
 template <class Space>
-int square_kernel(const char* space_name, int grid, double tol) {
+int square_kernel(const char* space_name, int grid, double tol, bool verbose = false) {
   namespace hx = h2expr;
   using clock = std::chrono::steady_clock;
   auto pts = hx::point_cloud<double, 2>::grid({grid, grid}, /*perturb=*/0.1, /*seed=*/7);
@@ -21,7 +22,7 @@ int square_kernel(const char* space_name, int grid, double tol) {
 
   hx::hara_report rep;
   const auto t0 = clock::now();
-  auto P = hx::hara(A * A, tol, {.block_size = 32, .report = &rep});
+  auto P = hx::hara(A * A, tol, {.block_size = 32, .verbose = verbose, .report = &rep});
   const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
   const double err = hx::relative_error(P, A * A, /*probes=*/10);
 
