@@ -263,7 +263,7 @@ TYPED_TEST_P(h2_matrix_test, compression_error_scales_with_the_tolerance) {
       EXPECT_GE(rep.memory_after, last_memory) << "a tighter tolerance gave less memory";
       last_memory = rep.memory_after;
       for (std::size_t l = 0; l < rep.ranks_after.size(); ++l) EXPECT_LE(rep.ranks_after[l], rep.ranks_before[l]);
-      // The report's 2-norm error, by power iteration: below the dense one, and not far below.
+      // The report's 2-norm error, by Lanczos: below the dense one, and not far below.
       const double err2 = two_norm(D - M) / norm2;
       EXPECT_LT(*rep.error_estimate, 3 * tol) << "tol " << tol;
       EXPECT_LT(*rep.error_estimate, 1.01 * err2 + 1e-15) << "tol " << tol;
