@@ -139,6 +139,35 @@ TYPED_TEST_P(batched_test, gemm_nonuniform_sizes) {
       }
 }
 
+// Items above OpenBLAS's threading threshold (4 * 65536 multiply-adds): with several OpenMP threads
+// (the threaded_* runs), the host issues them in slices of rows, columns and k (host/blas.hpp).
+TYPED_TEST_P(batched_test, gemm_large_items) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  rng r(12);
+  const int count = 3, m = 301, n = 70, k = 290;
+  for (op ta : both_ops)
+    for (op tb : both_ops)
+      for (T beta : {T(0.5), T(0)}) {
+        std::vector<dense<T>> a, b, c;
+        for (int i = 0; i < count; ++i) {
+          a.push_back(ta == op::none ? r.template normal<T>(m, k) : r.template normal<T>(k, m));
+          b.push_back(tb == op::none ? r.template normal<T>(k, n) : r.template normal<T>(n, k));
+          c.push_back(beta == T(0) ? nan_matrix<T>(m, n) : r.template normal<T>(m, n));
+        }
+        auto A = make_batch<T, Space>(a), B = make_batch<T, Space>(b), C = make_batch<T, Space>(c);
+        const T alpha = T(0.5);
+        detail::gemm_batched(this->ctx(), ta, tb, m, n, k, alpha, (const T* const*)A.pointers(), A.rows(0),
+                             (const T* const*)B.pointers(), B.rows(0), beta, C.pointers(), m, count);
+        auto got = read_batch(C);
+        for (int i = 0; i < count; ++i) {
+          dense<double> ref = double(alpha) * op_of(a[i], ta) * op_of(b[i], tb);
+          if (beta != T(0)) ref += double(beta) * c[i].template cast<double>();
+          EXPECT_LT(relative_error(got[i], ref), tol<T>(10)) << "item " << i;
+        }
+      }
+}
+
 // Sizes of a QR/SVD test batch: tall, wide, square, vectors.
 inline std::vector<std::pair<int, int>> factor_sizes(rng& r, int count, int max_m, int max_n) {
   std::vector<std::pair<int, int>> s = {{1, 1}, {max_m, 1}, {1, max_n}, {max_n, max_n}};
@@ -683,7 +712,7 @@ TYPED_TEST_P(batched_test, bsr_gemm_uniform_and_per_node_shapes) {
         }
 }
 
-REGISTER_TYPED_TEST_SUITE_P(batched_test, gemm_uniform_pointer_arrays_and_strided, gemm_nonuniform_sizes, qr_thin,
+REGISTER_TYPED_TEST_SUITE_P(batched_test, gemm_uniform_pointer_arrays_and_strided, gemm_large_items, gemm_nonuniform_sizes, qr_thin,
                             qr_column_pivoted_reveals_rank, svd_thin, cholesky_factors_and_reports_failures,
                             cholesky_of_float_data_computes_in_double, trsm_all_variants,
                             random_fills_are_reproducible_per_item, marshaling_builds_pointer_arrays,

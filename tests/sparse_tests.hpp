@@ -59,6 +59,25 @@ sparse<T> laplacian_2d(int nx, int ny, bool neumann = false, double shift = 0) {
   return S;
 }
 
+// The 7-point Laplacian on an nx x ny x nz grid (Dirichlet), minus shift times I: its dense
+// separators give the supernodal factorization (CHOLMOD) supernodes of tens of columns.
+template <class T>
+sparse<T> laplacian_3d(int nx, int ny, int nz, double shift = 0) {
+  std::vector<Eigen::Triplet<T>> t;
+  auto id = [=](int x, int y, int z) { return x + nx * (y + ny * z); };
+  for (int z = 0; z < nz; ++z)
+    for (int y = 0; y < ny; ++y)
+      for (int x = 0; x < nx; ++x) {
+        t.emplace_back(id(x, y, z), id(x, y, z), T(6 - shift));
+        if (x > 0) t.emplace_back(id(x, y, z), id(x - 1, y, z), T(-1)), t.emplace_back(id(x - 1, y, z), id(x, y, z), T(-1));
+        if (y > 0) t.emplace_back(id(x, y, z), id(x, y - 1, z), T(-1)), t.emplace_back(id(x, y - 1, z), id(x, y, z), T(-1));
+        if (z > 0) t.emplace_back(id(x, y, z), id(x, y, z - 1), T(-1)), t.emplace_back(id(x, y, z - 1), id(x, y, z), T(-1));
+      }
+  sparse<T> S(nx * ny * nz, nx * ny * nz);
+  S.setFromTriplets(t.begin(), t.end());
+  return S;
+}
+
 // (B B^T + (B B^T)^T) / 2 + I for a sparse random B: SPD, exactly symmetric, with a scattered
 // pattern (so the fill-reducing ordering has work to do).
 template <class T>
@@ -261,6 +280,15 @@ TYPED_TEST_P(sparse_test, cholesky_solves_poisson) {
   this->check_solves(laplacian_2d<T>(12, 9), 4);
 }
 
+// 3D: the factorization's dense blocks (CHOLMOD's supernodes) are real here; an indefinite shift is
+// found in them.
+TYPED_TEST_P(sparse_test, cholesky_solves_poisson_3d) {
+  using T = typename TypeParam::scalar;
+  this->check_solves(laplacian_3d<T>(9, 8, 7), 8);
+  // Eigenvalues 6 - 2 (cos a + cos b + cos c) - 3 span (-3, 9): indefinite, with a positive diagonal.
+  EXPECT_THROW(cholesky(this->make(laplacian_3d<T>(9, 8, 7, 3.0))), not_positive_definite);
+}
+
 TYPED_TEST_P(sparse_test, cholesky_solves_random_spd) {
   using T = typename TypeParam::scalar;
   rng g(5);
@@ -385,7 +413,7 @@ TYPED_TEST_P(sparse_test, cholesky_copies_and_varying_blocks) {
 }
 
 REGISTER_TYPED_TEST_SUITE_P(sparse_test, construction_round_trip, symmetry_and_transposes, multiply_matches_dense,
-                            cholesky_solves_poisson, cholesky_solves_random_spd, cholesky_of_tiny_matrices,
+                            cholesky_solves_poisson, cholesky_solves_poisson_3d, cholesky_solves_random_spd, cholesky_of_tiny_matrices,
                             bad_csr_is_rejected, cholesky_rejects_what_it_cannot_factor,
                             cholesky_copies_and_varying_blocks);
 

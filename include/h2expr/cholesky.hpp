@@ -1,8 +1,10 @@
 #pragma once
 // sparse_cholesky<T, Space>: P S P^T = L L^T for a sparse symmetric positive definite S, and solves
 // with whole blocks of vectors: the inverse in expressions such as
-// A22 - A21 * solve(cholesky(A11)) * A12. Both spaces factor on the host (Eigen's simplicial LLT with
-// an AMD fill-reducing ordering); the factor then moves to the space, where the solves run.
+// A22 - A21 * solve(cholesky(A11)) * A12. Both spaces factor on the host: with CHOLMOD's supernodal
+// factorization where the build found SuiteSparse (H2EXPR_HAS_CHOLMOD; CMake option
+// H2EXPR_USE_CHOLMOD, GPL-licensed), else with Eigen's simplicial LLT and an AMD ordering (the same
+// API and errors, much slower on 3D problems). The factor then moves to the space, where the solves run.
 //
 //   auto F = hx::cholesky(S);        // not_positive_definite if S is indefinite or singular
 //   F.solve(B.view(), X.view());     // X = S^{-1} B
@@ -11,6 +13,11 @@
 // threads at once.
 #include <h2expr/context.hpp>
 #include <h2expr/detail/host/sparse.hpp>
+#if defined(H2EXPR_HAS_CHOLMOD)
+#include <h2expr/detail/host/cholmod.hpp>
+#else
+#include <Eigen/SparseCholesky>
+#endif
 #include <h2expr/error.hpp>
 #include <h2expr/sparse_matrix.hpp>
 #include <h2expr/view.hpp>
@@ -18,7 +25,6 @@
 #include <h2expr/detail/cuda/sparse.cuh>
 #endif
 
-#include <Eigen/SparseCholesky>
 #include <algorithm>
 #include <chrono>
 #include <climits>
@@ -69,6 +75,14 @@ class sparse_cholesky {
   // Storage of the factor in the space (L, its copy as L^T on CUDA, the permutation); the solve
   // workspaces, grown on demand, are not counted.
   std::size_t memory_bytes() const { return s_->factor ? s_->factor->memory_bytes() : 0; }
+  // Which factorization the build uses: "CHOLMOD supernodal" or "Eigen simplicial".
+  static constexpr const char* method() {
+#if defined(H2EXPR_HAS_CHOLMOD)
+    return "CHOLMOD supernodal";
+#else
+    return "Eigen simplicial";
+#endif
+  }
   // Wall time of the factorization: ordering, numeric factorization, and the move into the space.
   double factor_seconds() const { return s_->seconds; }
   const ::h2expr::context_ptr<Space>& context_ptr() const { return s_->ctx; }
@@ -105,37 +119,50 @@ class sparse_cholesky {
     // Factored in double for float data too (as ARA's Cholesky): the float factor is then accurate to
     // float, and the singularity test below reads double pivots, whose rounding (~n eps of double)
     // stays far from the smallest pivot of an SPD matrix of any size we can store.
-    Eigen::SimplicialLLT<Eigen::SparseMatrix<double>, Eigen::Lower, Eigen::AMDOrdering<int>> llt;
-    if constexpr (std::is_same_v<T, double>) llt.compute(A);
-    else llt.compute(A.template cast<double>());
+    Eigen::SparseMatrix<double, Eigen::ColMajor, int> Ad = A.template cast<double>();
+    Ad.makeCompressed();
+    // A positive definite matrix has a positive diagonal (a missing entry would also leave CHOLMOD's
+    // input without values).
+    for (index j = 0; j < n; ++j)
+      detail::require<not_positive_definite>(Ad.coeff(j, j) > 0, what + " (diagonal entry " + std::to_string(j) +
+                                                                     " is not positive)");
+#if defined(H2EXPR_HAS_CHOLMOD)
+    const detail::cholmod_llt llt(Ad, what);
+    take_factor(n, llt.perm(), llt.col_ptr(), llt.row_idx(), llt.values(), what, src, lt);
+#else
+    Eigen::SimplicialLLT<Eigen::SparseMatrix<double>, Eigen::Lower, Eigen::AMDOrdering<int>> llt(Ad);
     detail::require<not_positive_definite>(llt.info() == Eigen::Success, what + " (a pivot is not positive)");
-
-    const auto& pinv = llt.permutationPinv().indices();
-    src.resize(std::size_t(n));
-    if (pinv.size() == n) std::copy(pinv.data(), pinv.data() + n, src.begin());
-    else std::iota(src.begin(), src.end(), 0);  // Eigen leaves it empty when no ordering was done
-
+    const auto& pinv = llt.permutationPinv().indices();  // empty when Eigen did no ordering
     const Eigen::SparseMatrix<double>& L = llt.matrixL().nestedExpression();
+    detail::require(L.isCompressed(), "cholesky: internal: Eigen's factor is not compressed");
+    take_factor(n, pinv.size() == n ? pinv.data() : nullptr, L.outerIndexPtr(), L.innerIndexPtr(), L.valuePtr(),
+                what, src, lt);
+#endif
+  }
+
+  // Copies L (columns ptr/idx/val, diagonal first; perm[k] the row of A that is row k, or none for
+  // the identity) into src and lt, checking its pivots: positive, and not showing S singular.
+  static void take_factor(index n, const int* perm, const int* ptr, const int* idx, const double* val,
+                          const std::string& what, std::vector<int>& src, detail::host_csr<T>& lt) {
+    src.resize(std::size_t(n));
+    if (perm) std::copy(perm, perm + n, src.begin());
+    else std::iota(src.begin(), src.end(), 0);
     lt.rows = lt.cols = n;
-    lt.ptr.assign(std::size_t(n) + 1, 0);
-    lt.idx.reserve(std::size_t(L.nonZeros()));
-    lt.val.reserve(std::size_t(L.nonZeros()));
+    lt.ptr.assign(ptr, ptr + n + 1);
+    const std::size_t nnz = std::size_t(ptr[n]);
+    lt.idx.assign(idx, idx + nnz);
+    lt.val.resize(nnz);
+    std::transform(val, val + nnz, lt.val.begin(), [](double v) { return T(v); });
     // Squared pivots in double: they are the pivots of the elimination, d_j = L_jj^2.
     double smallest = std::numeric_limits<double>::infinity(), largest = 0;
     for (index j = 0; j < n; ++j) {
-      Eigen::SparseMatrix<double>::InnerIterator it(L, j);
-      detail::require<not_positive_definite>(it && it.index() == j, what + " (no pivot in column " +
-                                                                        std::to_string(j) + ")");
-      const double d = double(it.value()) * double(it.value());
+      detail::require<not_positive_definite>(ptr[j] < ptr[j + 1] && idx[ptr[j]] == j,
+                                             what + " (no pivot in column " + std::to_string(j) + ")");
+      const double d = val[ptr[j]] * val[ptr[j]];
       detail::require<not_positive_definite>(std::isfinite(d) && d > 0, what + " (pivot " + std::to_string(j) +
                                                                              " is not positive)");
       smallest = std::min(smallest, d);
       largest = std::max(largest, d);
-      for (; it; ++it) {
-        lt.idx.push_back(int(it.index()));
-        lt.val.push_back(T(it.value()));
-      }
-      lt.ptr[j + 1] = int(lt.idx.size());
     }
     if (!(smallest > double(n) * std::numeric_limits<double>::epsilon() * largest)) {
       std::ostringstream msg;

@@ -2,6 +2,7 @@
 // Block-sparse-row products on the host: the coupling and dense-leaf phases of HGEMV.
 #include <h2expr/detail/blas_types.hpp>
 #include <h2expr/detail/bsr_shape.hpp>
+#include <h2expr/detail/host/blas.hpp>
 #include <h2expr/detail/host/context.hpp>
 #include <h2expr/detail/host/eigen_map.hpp>
 
@@ -36,7 +37,7 @@ void bsr_gemm(context<host>&, op block_op, int rows, const int* ptr, const int* 
       const int first = ptr[t], entries = ptr[t + 1] - first;
       if (entries == 0 || m == 0) continue;
       // Blocks stored one after the other in row order (m x k_in(v) each, ld m) form one wide matrix:
-      // gathering the x blocks makes the row one gemm, which Eigen runs far better than many small ones.
+      // gathering the x blocks makes the row one gemm, which runs far better than many small ones.
       bool contiguous = block_op == op::none && blk == nullptr;
       std::int64_t width = 0;
       for (int e = first; e < first + entries && contiguous; ++e) {
@@ -47,15 +48,19 @@ void bsr_gemm(context<host>&, op block_op, int rows, const int* ptr, const int* 
         gathered.resize(width, nv);
         for (std::int64_t e = first, row = 0; e < first + entries; row += k_in(idx[e]), ++e)
           gathered.middleRows(row, k_in(idx[e])) = map_block(X + x_at(idx[e]), k_in(idx[e]), std::int64_t(nv), ldx);
-        y.noalias() += map_block(blocks + block_at(first), m, width, m) * gathered;
+        gemm_item(op::none, op::none, int(m), nv, int(width), T(1), blocks + block_at(first), int(m), gathered.data(),
+                  int(width), T(1), y.data(), int(ldy));
         continue;
       }
       for (int e = first; e < first + entries; ++e) {
         const std::int64_t n = k_in(idx[e]);
         const T* b = blocks + block_at(blk ? blk[e] : e);
         auto x = map_block(X + x_at(idx[e]), n, std::int64_t(nv), ldx);
-        if (block_op == op::none) y.noalias() += map_block(b, m, n, m) * x;
-        else y.noalias() += map_block(b, n, m, n).transpose() * x;
+        if (block_op == op::none)
+          gemm_item(op::none, op::none, int(m), nv, int(n), T(1), b, int(m), x.data(), int(ldx), T(1), y.data(), int(ldy));
+        else
+          gemm_item(op::transpose, op::none, int(m), nv, int(n), T(1), b, int(n), x.data(), int(ldx), T(1), y.data(),
+                    int(ldy));
       }
     }
   }

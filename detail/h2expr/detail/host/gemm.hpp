@@ -1,29 +1,13 @@
 #pragma once
-// Batched gemm on the host: C_i = alpha op(A_i) op(B_i) + beta C_i, one Eigen product per item,
-// OpenMP over the batch (Eigen stays single-threaded inside a parallel region).
+// Batched gemm on the host: C_i = alpha op(A_i) op(B_i) + beta C_i, one product per item (blas.hpp),
+// OpenMP over the batch.
 #include <h2expr/detail/blas_types.hpp>
+#include <h2expr/detail/host/blas.hpp>
 #include <h2expr/detail/host/context.hpp>
-#include <h2expr/detail/host/eigen_map.hpp>
 
 #include <cstdint>
 
 namespace h2expr::detail {
-
-template <class T>
-void gemm_item(op ta, op tb, int m, int n, int k, T alpha, const T* A, int lda, const T* B, int ldb, T beta,
-               T* C, int ldc) {
-  if (m == 0 || n == 0) return;
-  auto c = map_block(C, m, n, ldc);
-  if (beta == T(0)) c.setZero();  // BLAS semantics: C is not read when beta == 0 (it may hold NaN)
-  else if (beta != T(1)) c *= beta;
-  if (k == 0 || alpha == T(0)) return;
-  auto a = map_block(A, ta == op::none ? m : k, ta == op::none ? k : m, lda);
-  auto b = map_block(B, tb == op::none ? k : n, tb == op::none ? n : k, ldb);
-  if (ta == op::none && tb == op::none) c.noalias() += alpha * a * b;
-  else if (ta == op::none) c.noalias() += alpha * a * b.transpose();
-  else if (tb == op::none) c.noalias() += alpha * a.transpose() * b;
-  else c.noalias() += alpha * a.transpose() * b.transpose();
-}
 
 template <class T>
 void gemm_batched(context<host>&, op ta, op tb, int m, int n, int k, T alpha, const T* const* A, int lda,
