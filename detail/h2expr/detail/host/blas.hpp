@@ -1,6 +1,6 @@
 #pragma once
 // One dense product on the host, C = alpha op(A) op(B) + beta C: the kernel under every host gemm
-// (batched, block-sparse). With OpenBLAS (H2EXPR_HAS_OPENBLAS: the build found it) the product runs
+// (batched, block-sparse); and, with OpenBLAS, its LAPACK QR (qr.hpp). With OpenBLAS (H2EXPR_HAS_OPENBLAS: the build found it) the product runs
 // in OpenBLAS's kernels, which it picks for the CPU at run time (AVX-512, AVX2, ...): a program built
 // with the default flags gets the CPU's speed, and binaries built on one machine run on another.
 // Without it, Eigen's product, vectorized for what the compile flags allow (SSE2 without -march).
@@ -10,8 +10,20 @@
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 #if defined(H2EXPR_HAS_OPENBLAS)
 #include <cblas.h>
+// OpenBLAS carries LAPACK too; its headers do not declare it (these match LAPACK's own lapack.h).
+extern "C" {
+void sgeqrf_(const blasint* m, const blasint* n, float* a, const blasint* lda, float* tau, float* work,
+             const blasint* lwork, blasint* info);
+void dgeqrf_(const blasint* m, const blasint* n, double* a, const blasint* lda, double* tau, double* work,
+             const blasint* lwork, blasint* info);
+void sorgqr_(const blasint* m, const blasint* n, const blasint* k, float* a, const blasint* lda, const float* tau,
+             float* work, const blasint* lwork, blasint* info);
+void dorgqr_(const blasint* m, const blasint* n, const blasint* k, double* a, const blasint* lda, const double* tau,
+             double* work, const blasint* lwork, blasint* info);
+}
 #endif
 #if defined(_OPENMP)
 #include <omp.h>
@@ -76,5 +88,43 @@ void gemm_item(op ta, op tb, int m, int n, int k, T alpha, const T* A, int lda, 
   else if (tb == op::none) c.noalias() += alpha * a.transpose() * b;
   else c.noalias() += alpha * a.transpose() * b.transpose();
 }
+
+#if defined(H2EXPR_HAS_OPENBLAS)
+// Whether the host QR of an m x n item runs in LAPACK (OpenBLAS): float and double, and, inside a
+// parallel loop, only items whose level-2 steps OpenBLAS runs on one thread (m n <= 2048 * 4, its
+// dger threshold): its threads would compete with the loop's (measured: compression's tall weight
+// stacks 4x slower). Larger items there stay with Eigen.
+template <class T>
+bool lapack_qr(int m, int n) {
+  if constexpr (!std::is_same_v<T, double> && !std::is_same_v<T, float>) return false;
+#if defined(_OPENMP)
+  if (omp_get_num_threads() > 1) return double(m) * n <= 8192;
+#endif
+  return true;
+}
+
+// Householder QR of A (m x n, ld lda) in place, LAPACK's layout: R in the upper triangle, the
+// reflectors below it with their factors in tau (min(m, n) of them). work: scratch, grown as needed.
+template <class T>
+void lapack_geqrf(int m, int n, T* A, int lda, std::vector<T>& tau, std::vector<T>& work) {
+  const blasint bm = m, bn = n, ld = std::max(lda, std::max(m, 1));
+  blasint lwork = 64 * std::max<blasint>(bn, 1), info = 0;
+  tau.resize(std::size_t(std::max(std::min(m, n), 1)));
+  work.resize(std::size_t(lwork));
+  if constexpr (std::is_same_v<T, double>) dgeqrf_(&bm, &bn, A, &ld, tau.data(), work.data(), &lwork, &info);
+  else sgeqrf_(&bm, &bn, A, &ld, tau.data(), work.data(), &lwork, &info);
+}
+
+// After lapack_geqrf: A's first p = min(m, n) columns := Q (m x p, orthonormal columns).
+template <class T>
+void lapack_orgqr(int m, int n, T* A, int lda, std::vector<T>& tau, std::vector<T>& work) {
+  const blasint bm = m, p = std::min(m, n), ld = std::max(lda, std::max(m, 1));
+  blasint lwork = 64 * std::max<blasint>(p, 1), info = 0;
+  if (p == 0) return;
+  work.resize(std::size_t(lwork));
+  if constexpr (std::is_same_v<T, double>) dorgqr_(&bm, &p, &p, A, &ld, tau.data(), work.data(), &lwork, &info);
+  else sorgqr_(&bm, &p, &p, A, &ld, tau.data(), work.data(), &lwork, &info);
+}
+#endif
 
 }  // namespace h2expr::detail
