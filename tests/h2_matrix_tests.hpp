@@ -5,7 +5,14 @@
 #include <h2expr/h2_matrix.hpp>
 #include <h2expr/orthogonalize.hpp>
 
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <string>
 #include <vector>
+#include <unistd.h>
 
 #include "instances/h2_matrix.hpp"
 #include "reference.hpp"
@@ -354,7 +361,158 @@ TYPED_TEST_P(h2_matrix_test, compress_does_not_orthogonalize_orthonormal_bases_a
   check(point_cloud<T, 2>::clustered(600, test_seed()), skewed_kernel(), {.leaf_size = 32, .cheb_points = 5}, true);
 }
 
-REGISTER_TYPED_TEST_SUITE_P(h2_matrix_test, compression_error_scales_with_the_tolerance,
+
+// A fresh folder for one test's files, removed with everything in it.
+struct scratch_folder {
+  std::filesystem::path path;
+  scratch_folder() {
+    path = std::filesystem::temp_directory_path() /
+           ("h2expr-test-" + std::to_string(::getpid()) + "-" + std::to_string(test_seed()));
+    std::filesystem::create_directories(path);
+  }
+  ~scratch_folder() { std::filesystem::remove_all(path); }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+  int entries() const { return int(std::distance(std::filesystem::directory_iterator(path), {})); }
+};
+
+// save then load: the same sizes, ranks, symmetry, bases' sharing and marks, memory, and products
+// (bit for bit on the host; the GPU's HGEMV sums block rows in no fixed order).
+template <class T, class Space>
+void expect_round_trip(const h2_matrix<T, Space>& A, const scratch_folder& dir, const std::string& what) {
+  const std::string path = dir.file("A.h2");
+  const int before = dir.entries();
+  save(A, path);
+  EXPECT_EQ(dir.entries(), before + (before == 0 ? 1 : 0)) << what << ": a temporary file was left behind";
+  const auto B = h2_matrix<T, Space>::load(path, A.data().ctx);
+  EXPECT_EQ(B.rows(), A.rows()) << what;
+  EXPECT_EQ(B.cols(), A.cols()) << what;
+  EXPECT_EQ(B.memory_bytes(), A.memory_bytes()) << what;
+  EXPECT_EQ(B.ranks(), A.ranks()) << what;
+  EXPECT_EQ(B.symmetric(), A.symmetric()) << what;
+  EXPECT_EQ(B.data().row_basis == B.data().col_basis, A.data().row_basis == A.data().col_basis) << what;
+  EXPECT_EQ(B.data().row_basis->node_rank, A.data().row_basis->node_rank) << what;
+  EXPECT_EQ(B.data().row_basis->orthonormal, A.data().row_basis->orthonormal) << what;
+  EXPECT_EQ(B.structure().low_rank_blocks_per_level(), A.structure().low_rank_blocks_per_level()) << what;
+  EXPECT_EQ(B.structure().dense_blocks(), A.structure().dense_blocks()) << what;
+  auto X = matrix<T, Space>::random(A.cols(), 5, test_seed() + 3, A.data().ctx);
+  matrix<T, Space> ya = A * X, yb = B * X, za = transpose(A) * X, zb = transpose(B) * X;
+  if constexpr (std::is_same_v<Space, host>) {
+    EXPECT_TRUE(to_dense(ya) == to_dense(yb)) << what << ": products differ";
+    EXPECT_TRUE(to_dense(za) == to_dense(zb)) << what << ": transposed products differ";
+  } else {
+    EXPECT_LT(relative_error(to_dense(yb), to_dense(ya)), tol<T>(10)) << what;
+    EXPECT_LT(relative_error(to_dense(zb), to_dense(za)), tol<T>(10)) << what;
+  }
+}
+
+TYPED_TEST_P(h2_matrix_test, save_and_load_round_trip) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  const scratch_folder dir;
+  const double tol = std::is_same_v<T, float> ? 1e-3 : 1e-6;
+  // Symmetric (shared bases), then orthogonalized and compressed (per-node ranks, no padding).
+  auto A = h2_matrix<T, Space>::from_kernel(point_cloud<T, 2>::grid({30, 28}, T(0.2), test_seed()),
+                                            kernels::exponential{0.2}, {.leaf_size = 32, .cheb_points = 6}, this->ctx_);
+  expect_round_trip(A, dir, "from_kernel, symmetric");
+  orthogonalize(A);
+  expect_round_trip(A, dir, "orthogonalized");
+  compress(A, tol);
+  ASSERT_TRUE(A.data().compact());
+  expect_round_trip(A, dir, "compressed");
+  // Non-symmetric, separate row and column bases, compressed; weak admissibility in 1D; a 3D cloud.
+  auto N = h2_matrix<T, Space>::from_kernel(point_cloud<T, 2>::clustered(700, test_seed()), skewed_kernel(),
+                                            {.leaf_size = 32, .cheb_points = 5}, this->ctx_);
+  N.data().col_basis = std::make_shared<detail::basis_tree<T, Space>>(N.data().col_basis->clone());
+  expect_round_trip(N, dir, "non-symmetric, separate bases");
+  compress(N, tol);
+  expect_round_trip(N, dir, "non-symmetric, compressed");
+  expect_round_trip(h2_matrix<T, Space>::from_kernel(point_cloud<T, 1>::grid({500}, T(0.1), test_seed()),
+                                                     kernels::exponential{0.3},
+                                                     {.leaf_size = 16, .cheb_points = 4, .weak_admissibility = true},
+                                                     this->ctx_),
+                    dir, "1D, weak admissibility");
+  expect_round_trip(h2_matrix<T, Space>::from_kernel(point_cloud<T, 3>::grid({9, 9, 8}, T(0.2), test_seed()),
+                                                     kernels::exponential{0.2}, {.leaf_size = 64, .cheb_points = 3},
+                                                     this->ctx_),
+                    dir, "3D");
+  // save replaces an existing file.
+  save(A, dir.file("B.h2"));
+  save(N, dir.file("B.h2"));
+  using H = h2_matrix<T, Space>;
+  EXPECT_EQ(H::load(dir.file("B.h2"), this->ctx_).memory_bytes(), N.memory_bytes());
+  EXPECT_EQ(dir.entries(), 2) << "temporary files were left behind";
+}
+
+// Every way a file can be wrong raises file_error naming the file and the defect.
+TYPED_TEST_P(h2_matrix_test, load_rejects_bad_files) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  const scratch_folder dir;
+  const auto A = h2_matrix<T, Space>::from_kernel(point_cloud<T, 2>::grid({20, 20}, T(0.2), test_seed()),
+                                                  kernels::exponential{0.2}, {.leaf_size = 32, .cheb_points = 4},
+                                                  this->ctx_);
+  const std::string good = dir.file("good.h2");
+  save(A, good);
+  std::string bytes;
+  {
+    std::ifstream in(good, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  ASSERT_GT(bytes.size(), 100u);
+  auto expect_error = [&](const std::string& name, const std::string& content, const std::string& says) {
+    const std::string path = dir.file(name);
+    if (!content.empty() || name == "empty.h2") std::ofstream(path, std::ios::binary) << content;
+    try {
+      (void)h2_matrix<T, Space>::load(path, this->ctx_);
+      ADD_FAILURE() << name << ": loaded";
+    } catch (const file_error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(path), std::string::npos) << name << ": the message does not name the file: " << m;
+      EXPECT_NE(m.find(says), std::string::npos) << name << ": " << m;
+    }
+  };
+  auto patched = [&](std::size_t at, const std::string& with) {
+    std::string b = bytes;
+    b.replace(at, with.size(), with);
+    return b;
+  };
+  expect_error("missing.h2", "", "cannot open");
+  expect_error("empty.h2", "", "truncated");
+  expect_error("short.h2", bytes.substr(0, 30), "truncated");
+  expect_error("truncated.h2", bytes.substr(0, bytes.size() - 9), "truncated");
+  expect_error("padded.h2", bytes + "x", "padded");
+  expect_error("text.h2", std::string(200, 'x'), "not an h2expr matrix file");
+  std::string flipped = bytes;
+  flipped[bytes.size() / 2] = char(flipped[bytes.size() / 2] ^ 0x10);
+  expect_error("corrupted.h2", flipped, "checksum");
+  expect_error("newer.h2", patched(8, std::string("\x02\0\0\0", 4)), "newer");
+  const bool is_double = std::is_same_v<T, double>;
+  expect_error("other_type.h2", patched(12, std::string(is_double ? "\x01" : "\x02", 1)),
+               is_double ? "saved with float values, loaded as double" : "saved with double values, loaded as float");
+  using H = h2_matrix<T, Space>;
+  EXPECT_NO_THROW((void)H::load(good, this->ctx_));
+  // A folder that does not exist: nothing is written, and the error names the path.
+  EXPECT_THROW(save(A, dir.file("no/such/folder/A.h2")), file_error);
+  EXPECT_THROW(save(H(), dir.file("empty-matrix.h2")), missing_structure);
+}
+
+// Sizes whose element or byte counts cannot be represented raise invalid_argument before anything
+// is allocated.
+TYPED_TEST_P(h2_matrix_test, impossible_sizes_are_rejected) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  using M = matrix<T, Space>;
+  const index big = index(1) << 31, most = std::numeric_limits<index>::max();
+  const auto& ctx = this->ctx_;
+  EXPECT_THROW(M(big, big, ctx), invalid_argument);  // 2^62 entries: 2^64 or more bytes
+  EXPECT_THROW(M(most, 2, ctx), invalid_argument);
+  EXPECT_THROW(M::uninitialized(big * 4, big, ctx), invalid_argument);
+  EXPECT_THROW(M::random(big, big, 1, ctx), invalid_argument);
+  EXPECT_THROW((detail::buffer<T, Space>(ctx, std::numeric_limits<std::size_t>::max() / 2)), invalid_argument);
+}
+
+REGISTER_TYPED_TEST_SUITE_P(h2_matrix_test, compression_error_scales_with_the_tolerance, save_and_load_round_trip,
+                            load_rejects_bad_files, impossible_sizes_are_rejected,
                             compress_does_not_orthogonalize_orthonormal_bases_again,
                             orthogonalize_keeps_the_operator_and_makes_bases_orthonormal,
                             converges_in_1d_2d_3d_uniform,

@@ -6,8 +6,12 @@
 #include <h2expr/hara.hpp>
 
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <limits>
+#include <string>
 #include <vector>
+#include <unistd.h>
 
 #include "instances/hara.hpp"
 #include "support.hpp"
@@ -83,6 +87,20 @@ TYPED_TEST_P(hara_test, products_of_h2_matrices) {
     EXPECT_LT(relative_error(to_dense(AB), a * b), 2 * tol) << "A * B, tol " << tol;
     auto BtA = hara(transpose(B) * A, tol, {.seed = test_seed() + 3});
     EXPECT_LT(relative_error(to_dense(BtA), b.transpose() * a), 2 * tol) << "B^T * A, tol " << tol;
+    if (tol != 1e-2) continue;
+    // hara's matrices (per-node ranks; symmetric, or with their own column basis) survive save and load.
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("h2expr-hara-" + std::to_string(::getpid()) + "-" + std::to_string(test_seed()) + ".h2"))
+                                 .string();
+    for (const auto* M : {&AA, &AB}) {
+      save(*M, path);
+      const auto L = h2_matrix<T, Space>::load(path, this->ctx_);
+      EXPECT_EQ(L.memory_bytes(), M->memory_bytes());
+      EXPECT_EQ(L.symmetric(), M->symmetric());
+      if constexpr (std::is_same_v<Space, host>) EXPECT_TRUE(to_dense(L) == to_dense(*M)) << "load changed the matrix";
+      else EXPECT_LT(relative_error(to_dense(L), to_dense(*M)), h2expr::test::tol<T>(10));
+    }
+    std::remove(path.c_str());
   }
 }
 

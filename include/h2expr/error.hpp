@@ -51,6 +51,12 @@ struct rank_cap_reached : error {
   using error::error;
 };
 
+// A file could not be written, or read back as what it claims to be (save / load): missing,
+// truncated, corrupted, of a newer format version, or holding the other value type.
+struct file_error : error {
+  using error::error;
+};
+
 // The CUDA space was asked for on a machine (or in a process) that has no CUDA device.
 struct no_cuda_device : error {
   using error::error;

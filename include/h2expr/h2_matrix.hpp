@@ -5,6 +5,7 @@
 #include <h2expr/build_options.hpp>
 #include <h2expr/detail/chebyshev.hpp>
 #include <h2expr/detail/h2_data.hpp>
+#include <h2expr/detail/h2_file.hpp>
 #include <h2expr/detail/hgemv.hpp>
 #include <h2expr/error.hpp>
 #include <h2expr/kernels.hpp>
@@ -108,6 +109,16 @@ class h2_matrix {
     return A;
   }
 
+  // A matrix written by save(A, path), on this matrix's space (staged through the host): the same
+  // structure, bases, blocks, per-node ranks and symmetry, so the same products (bit for bit on the
+  // host) and the same memory_bytes(). file_error for a missing, truncated, corrupted or newer-version
+  // file, or one saved with the other value type (the message names the file and what is wrong).
+  static h2_matrix load(const std::string& path, context_ptr<Space> ctx = default_context<Space>()) {
+    h2_matrix A;
+    A.d_ = detail::load_h2<T, Space>(path, std::move(ctx));
+    return A;
+  }
+
   h2_matrix() = default;
   h2_matrix(const h2_matrix& o) : d_(o.d_.clone()) {}
   h2_matrix& operator=(const h2_matrix& o) {
@@ -148,6 +159,15 @@ matrix<T, Space> multiply(const h2_matrix<T, Space>& A, op trans, const matrix<T
   return Y;
 }
 }  // namespace detail
+
+// Writes A to path (format: detail/h2_file.hpp) through a temporary file in the same folder, renamed
+// over path once complete: a crash leaves the old file or the new one, never half of one. file_error
+// when the folder cannot be written. Read back with h2_matrix<T, Space>::load(path).
+template <class T, class Space>
+void save(const h2_matrix<T, Space>& A, const std::string& path) {
+  detail::require<missing_structure>(!A.data().structure.empty(), "save: the matrix is empty (default-constructed)");
+  detail::save_h2(A.data(), path);
+}
 
 // A * X, transpose(A) * X and every other product with vectors: see expression.hpp.
 

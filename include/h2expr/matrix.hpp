@@ -98,9 +98,14 @@ class matrix {
   ::h2expr::const_view<T, Space> columns(index j, index c) const { return view().columns(j, c); }
 
  private:
+  // rows * cols entries, when they and their bytes can be counted (a wrapped count would allocate
+  // too little and the fill would run past it).
   static std::size_t checked_size(index rows, index cols) {
     detail::require(rows >= 0 && cols >= 0, "matrix size must not be negative (got " + std::to_string(rows) +
                                                 " x " + std::to_string(cols) + ")");
+    detail::require(cols == 0 || std::size_t(rows) <= detail::max_elements<T>() / std::size_t(cols),
+                    "matrix of " + std::to_string(rows) + " x " + std::to_string(cols) +
+                        ": more bytes than memory can address");
     return std::size_t(rows) * std::size_t(cols);
   }
   static matrix filled(detail::distribution d, index rows, index cols, std::uint64_t seed, ::h2expr::context_ptr<Space> ctx) {

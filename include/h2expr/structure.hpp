@@ -17,6 +17,9 @@
 #include <vector>
 
 namespace h2expr {
+namespace detail {
+struct structure_access;  // h2_file.hpp: a structure read back from a file
+}
 
 template <class T>
 class structure {
@@ -81,6 +84,7 @@ class structure {
   friend bool operator==(const structure& a, const structure& b) { return a.data_ == b.data_; }
 
  private:
+  friend struct detail::structure_access;
   struct data {
     std::shared_ptr<const detail::cluster_tree> row_tree, col_tree;
     detail::matrix_tree blocks;
@@ -92,6 +96,19 @@ class structure {
             const build_options& options, std::vector<T> tree_points) {
     auto d = std::make_shared<data>();
     d->blocks = detail::build_matrix_tree(*row_tree, *col_tree, options.eta, options.weak_admissibility);
+    d->row_tree = std::move(row_tree);
+    d->col_tree = std::move(col_tree);
+    d->options = options;
+    d->tree_points = std::move(tree_points);
+    data_ = std::move(d);
+  }
+
+  // From saved parts: the matrix tree as it was built, not rebuilt (load must give back the matrix
+  // that was saved, whatever later versions decide about admissibility).
+  structure(std::shared_ptr<const detail::cluster_tree> row_tree, std::shared_ptr<const detail::cluster_tree> col_tree,
+            detail::matrix_tree blocks, const build_options& options, std::vector<T> tree_points) {
+    auto d = std::make_shared<data>();
+    d->blocks = std::move(blocks);
     d->row_tree = std::move(row_tree);
     d->col_tree = std::move(col_tree);
     d->options = options;

@@ -4,6 +4,7 @@
 #include <h2expr/detail/blas_types.hpp>
 #include <h2expr/detail/cuda/check.cuh>
 #include <h2expr/detail/cuda/context.cuh>
+#include <h2expr/detail/host/memory.hpp>  // checked_bytes
 
 #include <algorithm>
 #include <cstddef>
@@ -69,7 +70,7 @@ template <class T>
 T* allocate(context<cuda>& c, std::size_t n) {
   if (n == 0) return nullptr;
   void* p = nullptr;
-  H2EXPR_CUDA(cudaMallocAsync(&p, n * sizeof(T), c.stream()));
+  H2EXPR_CUDA(cudaMallocAsync(&p, checked_bytes<T>(n), c.stream()));
   return static_cast<T*>(p);
 }
 template <class T>

@@ -2,24 +2,45 @@
 // Memory of the host space: aligned allocation and copies. Same names as the CUDA space's memory.cuh.
 #include <h2expr/detail/blas_types.hpp>
 #include <h2expr/detail/host/context.hpp>
+#include <h2expr/error.hpp>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <new>
+#include <string>
 
 namespace h2expr::detail {
 
 inline constexpr std::size_t host_alignment = 64;  // a cache line; enough for any SIMD width
 
+// The most elements of T one allocation may hold on either space: their bytes fit a ptrdiff_t.
+template <class T>
+constexpr std::size_t max_elements() {
+  return std::size_t(PTRDIFF_MAX) / sizeof(T);
+}
+// n elements of T as bytes, or invalid_argument when the count cannot be represented.
+template <class T>
+std::size_t checked_bytes(std::size_t n) {
+  require(n <= max_elements<T>(), "an allocation of " + std::to_string(n) + " elements of " +
+                                      std::to_string(sizeof(T)) + " bytes: more bytes than memory can address");
+  return n * sizeof(T);
+}
+
 // Large blocks come from the context's cache (host/pool.hpp), small ones from the heap; n tells
 // deallocate which.
+// A request the host cannot meet raises device_out_of_memory (the host space's device is the host).
 template <class T>
 T* allocate(context<host>& c, std::size_t n) {
   if (n == 0) return nullptr;
-  if (host_pool::serves(n * sizeof(T))) return static_cast<T*>(c.pool().allocate(n * sizeof(T)));
-  return static_cast<T*>(::operator new[](n * sizeof(T), std::align_val_t(host_alignment)));
+  const std::size_t bytes = checked_bytes<T>(n);
+  try {
+    if (host_pool::serves(bytes)) return static_cast<T*>(c.pool().allocate(bytes));
+    return static_cast<T*>(::operator new[](bytes, std::align_val_t(host_alignment)));
+  } catch (const std::bad_alloc&) {
+    throw device_out_of_memory("h2expr: host allocation of " + std::to_string(bytes) + " bytes failed");
+  }
 }
 template <class T>
 void deallocate(context<host>& c, T* p, std::size_t n) noexcept {
