@@ -23,7 +23,7 @@ struct compress_report {
   std::vector<int> ranks_before, ranks_after;       // largest node rank per level
   std::vector<int> node_rank_min, node_rank_max;    // per level, over the nodes of both bases, after
   std::vector<double> node_rank_avg;
-  double norm_estimate = 0;   // ||A||_2 before, by block Krylov (blocks of 8 vectors, at most 6 blocks)
+  double norm_estimate = 0;   // ||A||_2 before, by block Krylov (blocks of 4 vectors, at most 6 blocks)
   // ||A_before - A_after||_2 / ||A_before||_2 by block Krylov on the difference (at most 4), run while both
   // representations exist (no copy of A is kept); only with compress_options::estimate_error.
   std::optional<double> error_estimate;

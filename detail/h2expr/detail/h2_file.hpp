@@ -22,8 +22,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <atomic>
+#include <chrono>
 #include <memory>
-#include <random>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -161,7 +162,7 @@ inline void write_tree(file_writer& w, const cluster_tree& t) {
 
 inline std::shared_ptr<const cluster_tree> read_tree(file_reader& r) {
   cluster_tree t;
-  t.depth = int(r.i64_in(0, 30, "tree depth"));
+  t.depth = int(r.i64_in(0, 29, "tree depth"));
   t.dim = int(r.i64_in(0, 64, "tree dimension"));
   t.max_leaf_size = int(r.i64_in(0, INT32_MAX, "largest leaf"));
   t.perm = r.array<int>(), t.begin = r.array<int>(), t.end = r.array<int>();
@@ -182,6 +183,11 @@ inline std::shared_ptr<const cluster_tree> read_tree(file_reader& r) {
   }
   if (largest != t.max_leaf_size || t.begin[0] != 0 || std::size_t(t.end[0]) != n)
     r.fail("corrupted: a cluster tree's ranges do not cover its points");
+  for (int v = 0; v < cluster_tree::level_begin(t.depth); ++v) {  // children split their parent's range
+    const int a = cluster_tree::left_child(v), b = cluster_tree::right_child(v);
+    if (t.begin[a] != t.begin[v] || t.end[a] != t.begin[b] || t.end[b] != t.end[v])
+      r.fail("corrupted: a cluster's children do not split its range");
+  }
   return std::make_shared<const cluster_tree>(std::move(t));
 }
 
@@ -247,9 +253,9 @@ void write_payload(file_writer& w, const h2_data<T, Space>& d) {
   const auto& s = d.structure;
   const build_options& o = s.options();
   w.i64(o.leaf_size), w.f64(o.eta), w.i64(o.cheb_points), w.i64(o.weak_admissibility);
-  w.i64(s.symmetric_trees());
+  require(s.symmetric_trees(), "save: separate row and column trees are not supported");
+  w.i64(1);
   write_tree(w, s.row_tree());
-  if (!s.symmetric_trees()) write_tree(w, s.col_tree());
   w.array(s.tree_points());
   w.i64(std::int64_t(s.blocks().coupling.size()));
   for (const auto& l : s.blocks().coupling) write_level(w, l);
@@ -271,10 +277,10 @@ h2_data<T, Space> read_payload(file_reader& r, context_ptr<Space> ctx) {
   o.cheb_points = int(r.i64_in(1, INT32_MAX, "Chebyshev points"));
   o.weak_admissibility = r.i64_in(0, 1, "weak admissibility") == 1;
   if (!(o.eta > 0 && o.eta < 1e300)) r.fail("corrupted: eta");
-  const bool shared_trees = r.i64_in(0, 1, "shared trees flag") == 1;
+  // Rows and columns share one cluster tree in every matrix h2expr builds (and its products rely on it).
+  if (r.i64_in(0, 1, "shared trees flag") != 1) r.fail("separate row and column trees are not supported");
   auto rows = read_tree(r);
-  auto cols = shared_trees ? rows : read_tree(r);
-  if (cols->depth != rows->depth) r.fail("corrupted: row and column trees of different depths");
+  auto cols = rows;
   auto tree_points = r.array<T>();
   if (tree_points.size() != std::size_t(rows->dim) * rows->perm.size() && !tree_points.empty())
     r.fail("corrupted: the points");
@@ -287,12 +293,17 @@ h2_data<T, Space> read_payload(file_reader& r, context_ptr<Space> ctx) {
   h2_data<T, Space> d;
   d.ctx = std::move(ctx);
   d.structure = structure_access::make<T>(rows, cols, std::move(blocks), o, std::move(tree_points));
-  d.m_max = int(r.i64_in(std::max(rows->max_leaf_size, 1), INT32_MAX, "padded leaf size"));
+  // Every builder pads leaves to the largest one; the padded leaf rows and every level's coefficient
+  // rows are handed to the primitives as int.
+  const int m = std::max(rows->max_leaf_size, 1);
+  d.m_max = int(r.i64_in(m, m, "padded leaf size"));
+  if (std::int64_t(m) << L > INT32_MAX) r.fail("corrupted: the padded leaves overflow 32-bit sizes");
   d.symmetric = r.i64_in(0, 1, "symmetric flag") == 1;
   d.rank = r.array<int>();
   if (d.rank.size() != std::size_t(L) + 1) r.fail("corrupted: the ranks per level");
-  for (int k : d.rank)
-    if (k < 0 || k > 1 << 20) r.fail("corrupted: a rank per level");
+  for (int l = 0; l <= L; ++l)
+    if (d.rank[l] < 0 || d.rank[l] > 1 << 16 || (std::int64_t(d.rank[l]) << l) > INT32_MAX)
+      r.fail("corrupted: the rank of level " + std::to_string(l) + " is out of range");
   const bool shared_basis = r.i64_in(0, 1, "shared basis flag") == 1;
   d.row_basis = read_basis<T, Space>(r, d.ctx, d.rank, d.m_max);
   d.col_basis = shared_basis ? d.row_basis : read_basis<T, Space>(r, d.ctx, d.rank, d.m_max);
@@ -319,10 +330,12 @@ inline void require_little_endian(const std::string& what) {
 template <class T, class Space>
 void save_h2(const h2_data<T, Space>& d, const std::string& path) {
   require_little_endian("save " + path);
-  // A fresh temporary name in the target's folder (rename is atomic only within one file system).
-  std::random_device rd;
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
-  file_handle f(std::fopen(tmp.c_str(), "wb"));
+  // A fresh temporary name in the target's folder (rename is atomic only within one file system),
+  // created exclusively ("x"): never another writer's file.
+  static std::atomic<unsigned> counter{0};
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" +
+                          std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+  file_handle f(std::fopen(tmp.c_str(), "wbx"));
   if (!f) throw file_error("h2expr: save: cannot create " + tmp + " (beside " + path + "): " + std::strerror(errno));
   try {
     char header[h2_file_header_bytes] = {};
@@ -374,7 +387,7 @@ h2_data<T, Space> load_h2(const std::string& path, context_ptr<Space> ctx) {
   if (end < 0 || std::uint64_t(end) - h2_file_header_bytes != bytes)
     fail("truncated or padded: " + std::to_string(end) + " bytes, the header says " +
          std::to_string(bytes + h2_file_header_bytes));
-  std::fseek(f.get(), long(h2_file_header_bytes), SEEK_SET);
+  if (std::fseek(f.get(), long(h2_file_header_bytes), SEEK_SET) != 0) fail("cannot seek");
   // The checksum first, over the whole payload, so a corrupted file is reported as such (and not as
   // whatever its damaged records would make of it).
   {
@@ -388,7 +401,7 @@ h2_data<T, Space> load_h2(const std::string& path, context_ptr<Space> ctx) {
     }
     if (check.value() != sum) fail("corrupted (checksum mismatch)");
   }
-  std::fseek(f.get(), long(h2_file_header_bytes), SEEK_SET);
+  if (std::fseek(f.get(), long(h2_file_header_bytes), SEEK_SET) != 0) fail("cannot seek");
   file_reader r(f.get(), path, bytes);
   h2_data<T, Space> d = read_payload<T, Space>(r, std::move(ctx));
   if (r.left() != 0) fail("corrupted: " + std::to_string(r.left()) + " bytes after the last record");

@@ -6,14 +6,16 @@
 // Without it, Eigen's product, vectorized for what the compile flags allow (SSE2 without -march).
 #include <h2expr/detail/blas_types.hpp>
 #include <h2expr/detail/host/eigen_map.hpp>
+#include <h2expr/error.hpp>
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 #include <vector>
 #if defined(H2EXPR_HAS_OPENBLAS)
 #include <cblas.h>
-// OpenBLAS carries LAPACK too; its headers do not declare it (these match LAPACK's own lapack.h).
+// OpenBLAS carries LAPACK too; cblas.h does not declare it (these match LAPACK's own lapack.h).
 extern "C" {
 void sgeqrf_(const blasint* m, const blasint* n, float* a, const blasint* lda, float* tau, float* work,
              const blasint* lwork, blasint* info);
@@ -113,6 +115,7 @@ void lapack_geqrf(int m, int n, T* A, int lda, std::vector<T>& tau, std::vector<
   work.resize(std::size_t(lwork));
   if constexpr (std::is_same_v<T, double>) dgeqrf_(&bm, &bn, A, &ld, tau.data(), work.data(), &lwork, &info);
   else sgeqrf_(&bm, &bn, A, &ld, tau.data(), work.data(), &lwork, &info);
+  require<numerical_failure>(info == 0, "QR: LAPACK geqrf rejected argument " + std::to_string(-info));
 }
 
 // After lapack_geqrf: A's first p = min(m, n) columns := Q (m x p, orthonormal columns).
@@ -124,6 +127,7 @@ void lapack_orgqr(int m, int n, T* A, int lda, std::vector<T>& tau, std::vector<
   work.resize(std::size_t(lwork));
   if constexpr (std::is_same_v<T, double>) dorgqr_(&bm, &p, &p, A, &ld, tau.data(), work.data(), &lwork, &info);
   else sorgqr_(&bm, &p, &p, A, &ld, tau.data(), work.data(), &lwork, &info);
+  require<numerical_failure>(info == 0, "QR: LAPACK orgqr rejected argument " + std::to_string(-info));
 }
 #endif
 

@@ -5,6 +5,7 @@
 #include <h2expr/detail/host/blas.hpp>
 #include <h2expr/detail/host/context.hpp>
 #include <h2expr/detail/host/eigen_map.hpp>
+#include <h2expr/error.hpp>
 
 #include <cstdint>
 
@@ -20,6 +21,7 @@ void bsr_gemm(context<host>&, op block_op, int rows, const int* ptr, const int* 
               int mb, int nb, std::int64_t block_stride, const T* X, std::int64_t ldx, T* Y, std::int64_t ldy, int nv,
               T beta, bsr_shape shape = {}) {
   if (mb == 0 || nv == 0) return;
+  require(ldx <= INT32_MAX && ldy <= INT32_MAX, "block-sparse product: leading dimensions past 32 bits");
   const bool uniform = shape.uniform();
   auto k_out = [&](int u) { return uniform ? std::int64_t(mb) : shape.k_out[u]; };
   auto k_in = [&](int v) { return uniform ? std::int64_t(nb) : shape.k_in[v]; };

@@ -18,6 +18,26 @@ class cholmod_llt {
   cholmod_llt(const Eigen::SparseMatrix<double, Eigen::ColMajor, int>& A, const std::string& what) {
     require(A.isCompressed() && A.rows() == A.cols() && A.rows() <= INT_MAX, "cholesky: internal: bad CHOLMOD input");
     cholmod_start(&c_);
+    try {
+      factor(A, what);
+    } catch (...) {  // a constructor that throws runs no destructor: free what CHOLMOD holds here
+      release();
+      throw;
+    }
+  }
+  ~cholmod_llt() { release(); }
+  cholmod_llt(const cholmod_llt&) = delete;
+  cholmod_llt& operator=(const cholmod_llt&) = delete;
+
+  // perm[k]: the row of A that is row k of P A P^T.
+  const int* perm() const { return static_cast<const int*>(L_->Perm); }
+  // L's columns: col_ptr (n + 1 entries), row indices (diagonal first) and values.
+  const int* col_ptr() const { return static_cast<const int*>(L_->p); }
+  const int* row_idx() const { return static_cast<const int*>(L_->i); }
+  const double* values() const { return static_cast<const double*>(L_->x); }
+
+ private:
+  void factor(const Eigen::SparseMatrix<double, Eigen::ColMajor, int>& A, const std::string& what) {
     c_.print = 0;  // errors become exceptions below, not lines on stdout
     c_.error_handler = nullptr;
     c_.supernodal = CHOLMOD_SUPERNODAL;
@@ -46,27 +66,17 @@ class cholmod_llt {
     require(L_->is_ll && !L_->is_super && L_->is_monotonic && L_->itype == CHOLMOD_INT,
             "cholesky: internal: CHOLMOD returned an unexpected factor form");
   }
-  ~cholmod_llt() {
+  void release() noexcept {
     if (L_) cholmod_free_factor(&L_, &c_);
     cholmod_finish(&c_);
   }
-  cholmod_llt(const cholmod_llt&) = delete;
-  cholmod_llt& operator=(const cholmod_llt&) = delete;
-
-  // perm[k]: the row of A that is row k of P A P^T.
-  const int* perm() const { return static_cast<const int*>(L_->Perm); }
-  // L's columns: col_ptr (n + 1 entries), row indices (diagonal first) and values.
-  const int* col_ptr() const { return static_cast<const int*>(L_->p); }
-  const int* row_idx() const { return static_cast<const int*>(L_->i); }
-  const double* values() const { return static_cast<const double*>(L_->x); }
-
- private:
   void check(const char* step, const std::string& what) {
     if (c_.status == CHOLMOD_NOT_POSDEF) throw not_positive_definite("h2expr: " + what + " (a pivot is not positive)");
     if (c_.status == CHOLMOD_TOO_LARGE)
       throw invalid_argument(std::string("h2expr: cholesky: CHOLMOD's ") + step +
                              ": the factor has more entries than 32-bit indices can count");
-    if (c_.status == CHOLMOD_OUT_OF_MEMORY) throw error(std::string("h2expr: cholesky: out of memory in CHOLMOD's ") + step);
+    if (c_.status == CHOLMOD_OUT_OF_MEMORY)
+      throw device_out_of_memory(std::string("h2expr: cholesky: out of host memory in CHOLMOD's ") + step);
     if (c_.status < 0 || !L_)
       throw error(std::string("h2expr: cholesky: CHOLMOD's ") + step + " failed (status " + std::to_string(c_.status) + ")");
   }
