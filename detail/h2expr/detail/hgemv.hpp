@@ -12,6 +12,7 @@
 #include <h2expr/view.hpp>
 
 #include <chrono>
+#include <climits>
 #include <cstdint>
 #include <vector>
 
@@ -36,6 +37,7 @@ void hgemv(const h2_data<T, Space>& A, op trans, T alpha, const_view<T, Space> X
     phases->*slot += std::chrono::duration<double>(now - last).count();
     last = now;
   };
+  require(X.cols() <= INT_MAX, "H2 product: more than 2^31 - 1 vectors");
   const int L = A.depth(), m = A.m_max, nv = int(X.cols());
   const int leaves = 1 << L;
   const std::int64_t np = std::int64_t(leaves) * m;

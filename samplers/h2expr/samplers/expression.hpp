@@ -21,6 +21,7 @@
 #include <h2expr/sparse_matrix.hpp>
 
 #include <algorithm>
+#include <climits>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -127,6 +128,9 @@ class evaluator<matrix<T, Space>> {
  public:
   explicit evaluator(const matrix<T, Space>& D) : D_(D) {}
   void apply(op t, T alpha, const_view<T, Space> in, T beta, view<T, Space> out) {
+    require(D_.rows() <= INT_MAX && D_.cols() <= INT_MAX && in.cols() <= INT_MAX && in.ld() <= INT_MAX &&
+                out.ld() <= INT_MAX,
+            "dense operand: sizes past the 32-bit integers of BLAS");
     gemm_strided_batched(D_.context(), t, op::none, int(out.rows()), int(in.cols()), int(in.rows()), alpha, D_.data(),
                          int(std::max<index>(D_.rows(), 1)), 0, in.data(), int(std::max<index>(in.ld(), 1)), 0, beta,
                          out.data(), int(std::max<index>(out.ld(), 1)), 0, 1);
