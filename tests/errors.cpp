@@ -11,6 +11,7 @@ TEST(errors, every_kind_is_an_h2expr_error) {
   EXPECT_THROW(throw hx::invalid_tolerance("x"), hx::invalid_argument);
   EXPECT_THROW(throw hx::cublas_error("x"), hx::cuda_error);
   EXPECT_THROW(throw hx::device_out_of_memory("x"), hx::error);
+  EXPECT_THROW(throw hx::file_error("x"), hx::error);
   EXPECT_THROW(throw hx::no_cuda_device("x"), std::runtime_error);
 }
 
