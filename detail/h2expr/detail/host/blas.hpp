@@ -1,9 +1,10 @@
 #pragma once
 // One dense product on the host, C = alpha op(A) op(B) + beta C: the kernel under every host gemm
-// (batched, block-sparse); and, with OpenBLAS, its LAPACK QR (qr.hpp). With OpenBLAS (H2EXPR_HAS_OPENBLAS: the build found it) the product runs
-// in OpenBLAS's kernels, which it picks for the CPU at run time (AVX-512, AVX2, ...): a program built
-// with the default flags gets the CPU's speed, and binaries built on one machine run on another.
-// Without it, Eigen's product, vectorized for what the compile flags allow (SSE2 without -march).
+// (batched, block-sparse); and, with OpenBLAS, its LAPACK QR (used by qr.hpp). With OpenBLAS
+// (H2EXPR_HAS_OPENBLAS: the build found it) the product runs in OpenBLAS's kernels, which it picks
+// for the CPU at run time (AVX-512, AVX2, ...): a program built with the default flags gets the
+// CPU's speed, and binaries built on one machine run on another. Without it, Eigen's product,
+// vectorized for what the compile flags allow (SSE2 without -march).
 #include <h2expr/detail/blas_types.hpp>
 #include <h2expr/detail/host/eigen_map.hpp>
 #include <h2expr/error.hpp>
