@@ -65,12 +65,10 @@ TYPED_TEST_SUITE_P(batched_test);
 
 constexpr op both_ops[] = {op::none, op::transpose};
 
-TYPED_TEST_P(batched_test, gemm_uniform_pointer_arrays_and_strided) {
-  using T = typename TypeParam::scalar;
-  using Space = typename TypeParam::space;
-  auto keep = default_context<Space>();
-  rng r(10);
-  const int count = 37, m = 13, n = 9, k = 11;
+// Uniform batches of every transpose pair, beta 0 (C holds NaN, never read) and not, through the
+// pointer-array and the strided gemm, against double products.
+template <class T, class Space>
+void check_uniform_gemm(context<Space>& ctx, rng& r, int count, int m, int n, int k, T alpha) {
   for (op ta : both_ops)
     for (op tb : both_ops)
       for (T beta : {T(0.5), T(0)}) {
@@ -82,10 +80,9 @@ TYPED_TEST_P(batched_test, gemm_uniform_pointer_arrays_and_strided) {
         }
         auto A = make_batch<T, Space>(a), B = make_batch<T, Space>(b), C = make_batch<T, Space>(c);
         auto C2 = make_batch<T, Space>(c);
-        const T alpha = T(-1.25);
-        detail::gemm_batched(*keep, ta, tb, m, n, k, alpha, (const T* const*)A.pointers(), A.rows(0),
+        detail::gemm_batched(ctx, ta, tb, m, n, k, alpha, (const T* const*)A.pointers(), A.rows(0),
                              (const T* const*)B.pointers(), B.rows(0), beta, C.pointers(), m, count);
-        detail::gemm_strided_batched(*keep, ta, tb, m, n, k, alpha, A.data(), A.rows(0), std::int64_t(m) * k,
+        detail::gemm_strided_batched(ctx, ta, tb, m, n, k, alpha, A.data(), A.rows(0), std::int64_t(m) * k,
                                      B.data(), B.rows(0), std::int64_t(k) * n, beta, C2.data(), m,
                                      std::int64_t(m) * n, count);
         auto got = read_batch(C), got2 = read_batch(C2);
@@ -96,6 +93,21 @@ TYPED_TEST_P(batched_test, gemm_uniform_pointer_arrays_and_strided) {
           EXPECT_LT(relative_error(got2[i], ref), tol<T>(10)) << "strided item " << i;
         }
       }
+}
+
+TYPED_TEST_P(batched_test, gemm_uniform_pointer_arrays_and_strided) {
+  using T = typename TypeParam::scalar;
+  auto keep = default_context<typename TypeParam::space>();
+  rng r(10);
+  check_uniform_gemm(*keep, r, 37, 13, 9, 11, T(-1.25));
+}
+
+// Items above OpenBLAS's threading threshold (4 * 65536 multiply-adds): with several OpenMP threads
+// (the threaded_* runs), the host issues them in slices of rows, columns and k (host/blas.hpp).
+TYPED_TEST_P(batched_test, gemm_large_items) {
+  using T = typename TypeParam::scalar;
+  rng r(12);
+  check_uniform_gemm(this->ctx(), r, 3, 301, 70, 290, T(0.5));
 }
 
 TYPED_TEST_P(batched_test, gemm_nonuniform_sizes) {
@@ -135,35 +147,6 @@ TYPED_TEST_P(batched_test, gemm_nonuniform_sizes) {
           ASSERT_FALSE(got[i].hasNaN()) << "item " << i << " read C although beta == 0";
           EXPECT_LT(relative_error(got[i], ref), tol<T>(10))
               << "item " << i << " " << ms[i] << "x" << ns[i] << "x" << ks[i];
-        }
-      }
-}
-
-// Items above OpenBLAS's threading threshold (4 * 65536 multiply-adds): with several OpenMP threads
-// (the threaded_* runs), the host issues them in slices of rows, columns and k (host/blas.hpp).
-TYPED_TEST_P(batched_test, gemm_large_items) {
-  using T = typename TypeParam::scalar;
-  using Space = typename TypeParam::space;
-  rng r(12);
-  const int count = 3, m = 301, n = 70, k = 290;
-  for (op ta : both_ops)
-    for (op tb : both_ops)
-      for (T beta : {T(0.5), T(0)}) {
-        std::vector<dense<T>> a, b, c;
-        for (int i = 0; i < count; ++i) {
-          a.push_back(ta == op::none ? r.template normal<T>(m, k) : r.template normal<T>(k, m));
-          b.push_back(tb == op::none ? r.template normal<T>(k, n) : r.template normal<T>(n, k));
-          c.push_back(beta == T(0) ? nan_matrix<T>(m, n) : r.template normal<T>(m, n));
-        }
-        auto A = make_batch<T, Space>(a), B = make_batch<T, Space>(b), C = make_batch<T, Space>(c);
-        const T alpha = T(0.5);
-        detail::gemm_batched(this->ctx(), ta, tb, m, n, k, alpha, (const T* const*)A.pointers(), A.rows(0),
-                             (const T* const*)B.pointers(), B.rows(0), beta, C.pointers(), m, count);
-        auto got = read_batch(C);
-        for (int i = 0; i < count; ++i) {
-          dense<double> ref = double(alpha) * op_of(a[i], ta) * op_of(b[i], tb);
-          if (beta != T(0)) ref += double(beta) * c[i].template cast<double>();
-          EXPECT_LT(relative_error(got[i], ref), tol<T>(10)) << "item " << i;
         }
       }
 }

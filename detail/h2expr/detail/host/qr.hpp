@@ -11,33 +11,48 @@
 
 namespace h2expr::detail {
 
+// One item of the two batched QRs below: R (p x n, may be null) and, with form_q, A's first p =
+// min(m, n) columns := Q. LAPACK where lapack_qr allows it, else Eigen's QR in A's storage.
+template <class T>
+void qr_item(int m, int n, T* A, int lda, T* R, int ldr, bool form_q, [[maybe_unused]] std::vector<T>& tau,
+             [[maybe_unused]] std::vector<T>& work) {
+  const int p = std::min(m, n);
+  auto a = map_block(A, m, n, lda);
+#if defined(H2EXPR_HAS_OPENBLAS)
+  if (lapack_qr<T>(m, n)) {
+    if (p == 0) return;
+    lapack_geqrf(m, n, A, lda, tau, work);
+    if (R) map_block(R, p, n, ldr) = a.topRows(p).template triangularView<Eigen::Upper>();
+    if (form_q) lapack_orgqr(m, n, A, lda, tau, work);
+    return;
+  }
+#endif
+  Eigen::HouseholderQR<Eigen::Ref<dense<T>, 0, Eigen::OuterStride<>>> qr(a);  // in place, in A's storage
+  if (R) map_block(R, p, n, ldr) = qr.matrixQR().topRows(p).template triangularView<Eigen::Upper>();
+  if (form_q) {
+    dense<T> q = qr.householderQ() * dense<T>::Identity(m, p);  // formed before A is overwritten
+    a.leftCols(p) = q;
+  }
+}
+
+template <class T>
+void qr_items_host(const int* m, const int* n, T* const* A, const int* lda, T* const* R, const int* ldr,
+                   bool form_q, int count) {
+#pragma omp parallel
+  {
+    std::vector<T> tau, work;  // per thread, reused across its items
+#pragma omp for schedule(dynamic)
+    for (int i = 0; i < count; ++i)
+      qr_item(m[i], n[i], A[i], lda[i], R ? R[i] : nullptr, R ? ldr[i] : 0, form_q, tau, work);
+  }
+}
+
 // A_i (m x n) := Q_i (m x p, p = min(m, n), orthonormal columns); R_i (p x n) upper trapezoidal with
 // A = Q R. R may be null (only Q wanted). Columns p..n-1 of A are unspecified on exit.
 template <class T>
 void qr_vbatched(context<host>&, const int* m, const int* n, T* const* A, const int* lda, T* const* R,
                  const int* ldr, int count, int /*max_m*/, int /*max_n*/) {
-#pragma omp parallel
-  {
-    [[maybe_unused]] std::vector<T> tau, work;
-#pragma omp for schedule(dynamic)
-    for (int i = 0; i < count; ++i) {
-      const int p = std::min(m[i], n[i]);
-      auto a = map_block(A[i], m[i], n[i], lda[i]);
-#if defined(H2EXPR_HAS_OPENBLAS)
-      if (lapack_qr<T>(m[i], n[i])) {
-        if (p == 0) continue;
-        lapack_geqrf(m[i], n[i], A[i], lda[i], tau, work);
-        if (R) map_block(R[i], p, n[i], ldr[i]) = a.topRows(p).template triangularView<Eigen::Upper>();
-        lapack_orgqr(m[i], n[i], A[i], lda[i], tau, work);
-        continue;
-      }
-#endif
-      Eigen::HouseholderQR<dense<T>> qr(a);
-      if (R) map_block(R[i], p, n[i], ldr[i]) = qr.matrixQR().topRows(p).template triangularView<Eigen::Upper>();
-      dense<T> q = qr.householderQ() * dense<T>::Identity(m[i], p);
-      a.leftCols(p) = q;
-    }
-  }
+  qr_items_host(m, n, A, lda, R, ldr, true, count);
 }
 
 // R_i (p x n) only, for callers that need the triangle alone (compression's weights): Q is not formed,
@@ -45,25 +60,7 @@ void qr_vbatched(context<host>&, const int* m, const int* n, T* const* A, const 
 template <class T>
 void qr_r_vbatched(context<host>&, const int* m, const int* n, T* const* A, const int* lda, T* const* R,
                    const int* ldr, int count, int /*max_m*/, int /*max_n*/) {
-#pragma omp parallel
-  {
-    [[maybe_unused]] std::vector<T> tau, work;
-#pragma omp for schedule(dynamic)
-    for (int i = 0; i < count; ++i) {
-      const int p = std::min(m[i], n[i]);
-      auto a = map_block(A[i], m[i], n[i], lda[i]);
-#if defined(H2EXPR_HAS_OPENBLAS)
-      if (lapack_qr<T>(m[i], n[i])) {
-        if (p == 0) continue;
-        lapack_geqrf(m[i], n[i], A[i], lda[i], tau, work);
-        map_block(R[i], p, n[i], ldr[i]) = a.topRows(p).template triangularView<Eigen::Upper>();
-        continue;
-      }
-#endif
-      Eigen::HouseholderQR<Eigen::Ref<dense<T>, 0, Eigen::OuterStride<>>> qr(a);  // in place, in A's storage
-      map_block(R[i], p, n[i], ldr[i]) = qr.matrixQR().topRows(p).template triangularView<Eigen::Upper>();
-    }
-  }
+  qr_items_host(m, n, A, lda, R, ldr, false, count);
 }
 
 // A_i P_i = Q_i R_i with |R_jj| non-increasing. A_i := Q_i (m x p); R_i (p x n);
