@@ -154,6 +154,65 @@ TYPED_TEST_P(hara_test, one_and_three_dimensional_and_weak_structures) {
   }
 }
 
+// Weak structures (every block a sibling block) are built from one set of samples for all levels:
+// symmetric and general operators of a 2D kernel (ranks in the tens) against dense references, the
+// error within tol and falling with it; the sample count does not grow with n (a 1D kernel at 4x the
+// points), and a rank cap a node needs more than names its level.
+TYPED_TEST_P(hara_test, weak_structures_from_one_sample_set) {
+  using T = typename TypeParam::scalar;
+  auto pts = point_cloud<T, 2>::grid({24, 22}, T(0.3), test_seed() + 7);
+  const int n = pts.size();
+  auto S = structure<T>::from_points(pts, {.leaf_size = 32, .weak_admissibility = true});
+  dense<T> Msym(n, n), Mgen(n, n);
+  const auto tilt = skewed_kernel(0.3);
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < n; ++i)
+      Msym(i, j) = kernels::exponential{0.3}(pts[i], pts[j]), Mgen(i, j) = tilt(pts[i], pts[j]);
+  double last_sym = 1, last_gen = 1;
+  for (double tol : this->tolerances()) {
+    if (tol < 1e-7) continue;
+    hara_report rs, rg;
+    auto P = hara(this->dense_sampler(Msym, true), tol, {.structure = S, .seed = test_seed(), .report = &rs});
+    auto G = hara(this->dense_sampler(Mgen, false), tol, {.structure = S, .seed = test_seed() + 1, .report = &rg});
+    EXPECT_TRUE(P.symmetric());
+    EXPECT_FALSE(G.symmetric());
+    const double es = relative_error(to_dense(P), Msym), eg = relative_error(to_dense(G), Mgen);
+    EXPECT_LT(es, tol) << "symmetric, tol " << tol;
+    EXPECT_LT(eg, tol) << "general, tol " << tol;
+    EXPECT_LT(es, last_sym) << tol;
+    EXPECT_LT(eg, last_gen) << tol;
+    last_sym = es, last_gen = eg;
+    // One sample set: as many columns of M^T as of M for a general operator, far fewer than n.
+    EXPECT_EQ(rg.samples % 2, 0);
+    EXPECT_LT(rs.samples, n / 2) << tol;
+    EXPECT_EQ(int(rs.levels.size()), S.depth() + 1);
+    EXPECT_EQ(rs.levels.back().samples, rs.samples);
+    EXPECT_GT(rs.norm_estimate, 0.5 * Msym.template cast<double>().norm());
+    EXPECT_LT(rs.norm_estimate, 2 * Msym.template cast<double>().norm());
+  }
+  // Samples independent of n: a 1D kernel on 600 and 2400 points, leaves of 40.
+  const double tol = this->single ? 1e-3 : 1e-6;
+  std::vector<int> samples;
+  for (int points : {600, 2400}) {
+    auto line = point_cloud<T, 1>::grid({points}, T(0), 0);
+    dense<T> K(points, points);
+    for (int j = 0; j < points; ++j)
+      for (int i = 0; i < points; ++i) K(i, j) = kernels::gaussian{0.05}(line[i], line[j]);
+    hara_report rep;
+    auto P = hara(this->dense_sampler(K, true), tol,
+                  {.structure = structure<T>::weak(points, 40), .seed = test_seed() + 2, .report = &rep});
+    EXPECT_LT(relative_error(to_dense(P), K), tol) << points << " points";
+    samples.push_back(rep.samples);
+  }
+  EXPECT_LE(samples[1], samples[0] + 32) << samples[0] << " samples at n = 600";
+  try {
+    (void)hara(this->dense_sampler(Msym, true), 1e-4, {.structure = S, .max_rank = 3});
+    ADD_FAILURE() << "no rank_cap_reached";
+  } catch (const rank_cap_reached& e) {
+    EXPECT_NE(std::string(e.what()).find("level"), std::string::npos) << e.what();
+  }
+}
+
 // Tiny operators: one point, a few points (a single leaf: no low-rank level at all), two leaves.
 TYPED_TEST_P(hara_test, tiny_operators) {
   using T = typename TypeParam::scalar;
@@ -203,6 +262,6 @@ TYPED_TEST_P(hara_test, bad_input_is_a_clear_error) {
 
 REGISTER_TYPED_TEST_SUITE_P(hara_test, self_reconstruction_error_follows_the_tolerance, products_of_h2_matrices,
                             symmetric_and_general_lambdas, one_and_three_dimensional_and_weak_structures,
-                            tiny_operators, bad_input_is_a_clear_error);
+                            weak_structures_from_one_sample_set, tiny_operators, bad_input_is_a_clear_error);
 
 }  // namespace h2expr::test

@@ -8,7 +8,14 @@
 //   double err = hx::relative_error(P, A * A, 10);
 //
 // The tolerance is relative, in the Frobenius norm: ||P - M||_F <~ tol ||M||_F.
+//
+// Two constructions, chosen by the structure. Weak (HSS-like) structures, where every block is the
+// sibling block of its level (structure::weak, the 2D Schur complements), are built from one set of
+// samples that serves every level (detail/hara_weak.hpp): about the leaf size plus the ranks plus
+// converge_samples columns (and as many of M^T for a general operator), whatever n. Other structures
+// are built level by level from the root on the weak sampling tree (detail/hara.hpp).
 #include <h2expr/detail/hara.hpp>
+#include <h2expr/detail/hara_weak.hpp>
 #include <h2expr/error.hpp>
 #include <h2expr/h2_matrix.hpp>
 #include <h2expr/sampler.hpp>
@@ -39,9 +46,9 @@ struct hara_report {
 template <class T = double>
 struct hara_options {
   ::h2expr::structure<T> structure;  // empty: deduced from the operands
-  int max_rank = 0;                  // per sampled block; 0: min(block size, 512)
-  int block_size = 32;               // samples per round, 1..64
-  int converge_samples = 10;         // r: consecutive small samples that end a block
+  int max_rank = 0;                  // per sampled block (weak structures: per node); 0: min(block size, 512)
+  int block_size = 32;               // samples per round, 1..64 (weak structures: the growth step)
+  int converge_samples = 10;         // r: consecutive small samples that end a block (weak: oversampling)
   std::uint64_t seed = 0x853c49e6748fea9bull;
   bool verbose = false;              // a line per level on std::clog: samples, ranks, time
   hara_report* report = nullptr;     // filled when given
@@ -65,11 +72,15 @@ h2_matrix<T, Space> hara(const sampler<T, Space>& M, double tol, const hara_opti
                                           std::to_string(M.cols()) + ", the structure " + std::to_string(S.rows()) +
                                           " x " + std::to_string(S.cols()));
   const auto t0 = std::chrono::steady_clock::now();
-  detail::hara_builder<T, Space> builder(M, S, {tol, o.max_rank, o.block_size, o.converge_samples, o.seed});
+  const detail::hara_parameters par{tol, o.max_rank, o.block_size, o.converge_samples, o.seed};
   hara_report rep;
   h2_matrix<T, Space> P;
-  P.data() = builder.run(rep.levels, o.verbose ? &std::clog : nullptr);
-  rep.norm_estimate = builder.norm_estimate();
+  auto build = [&](auto&& builder) {
+    P.data() = builder.run(rep.levels, o.verbose ? &std::clog : nullptr);
+    rep.norm_estimate = builder.norm_estimate();
+  };
+  if (detail::weak_blocks(S.blocks())) build(detail::weak_hara_builder<T, Space>(M, S, par));
+  else build(detail::hara_builder<T, Space>(M, S, par));
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (const auto& l : rep.levels) {
     rep.samples += l.samples;

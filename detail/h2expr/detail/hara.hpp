@@ -354,6 +354,25 @@ struct keep_frobenius_share {
   }
 };
 
+// One line of hara's `verbose` log: a level's blocks, samples, ranks and times, then the H2 ranks.
+inline void print_hara_level(std::ostream* log, const hara_level_report& r, int depth) {
+  if (!log) return;
+  char line[320];
+  const double t = r.seconds_sampling + r.seconds_ara + r.seconds_update + r.seconds_compress;
+  std::string ranks;
+  for (int v : r.ranks_after) ranks += " " + std::to_string(v);
+  if (r.level <= depth)
+    std::snprintf(line, sizeof line,
+                  "hara: level %2d  blocks %5d  samples %5d  rank %d/%.1f/%d  time %.3f s (sampling %.3f, ARA %.3f, "
+                  "update %.3f, compression %.3f)  ranks:",
+                  r.level, r.blocks, r.samples, r.rank_min, r.rank_avg, r.rank_max, t, r.seconds_sampling,
+                  r.seconds_ara, r.seconds_update, r.seconds_compress);
+  else
+    std::snprintf(line, sizeof line, "hara: dense diagonal  blocks %5d  samples %5d  time %.3f s  ranks:", r.blocks,
+                  r.samples, t);
+  *log << line << ranks << std::endl;
+}
+
 template <class T, class Space>
 class hara_builder {
  public:
@@ -372,10 +391,10 @@ class hara_builder {
     for (int l = 1; l <= L_; ++l) {
       if (std::none_of(use[l].begin(), use[l].end(), [](char c) { return c != 0; })) continue;
       report.push_back(level(l, use[l]));
-      print(log, report.back());
+      print_hara_level(log, report.back(), L_);
     }
     report.push_back(diagonal());
-    print(log, report.back());
+    print_hara_level(log, report.back(), L_);
     if (!kept_.rows.empty()) compact(H_, kept_.rows, kept_.cols);  // each node at its own rank, unpadded
     return std::move(H_);
   }
@@ -584,24 +603,6 @@ class hara_builder {
   double budget2() const {
     const double e = 0.5 * p_.tol * norm_ / double(L_ + 1);
     return e * e;
-  }
-
-  void print(std::ostream* log, const hara_level_report& r) const {
-    if (!log) return;
-    char line[320];
-    const double t = r.seconds_sampling + r.seconds_ara + r.seconds_update + r.seconds_compress;
-    std::string ranks;
-    for (int v : r.ranks_after) ranks += " " + std::to_string(v);
-    if (r.level <= L_)
-      std::snprintf(line, sizeof line,
-                    "hara: level %2d  blocks %5d  samples %5d  rank %d/%.1f/%d  time %.3f s (sampling %.3f, ARA %.3f, "
-                    "update %.3f, compression %.3f)  ranks:",
-                    r.level, r.blocks, r.samples, r.rank_min, r.rank_avg, r.rank_max, t, r.seconds_sampling,
-                    r.seconds_ara, r.seconds_update, r.seconds_compress);
-    else
-      std::snprintf(line, sizeof line, "hara: dense diagonal  blocks %5d  samples %5d  time %.3f s  ranks:", r.blocks,
-                    r.samples, t);
-    *log << line << ranks << std::endl;
   }
 
   const sampler<T, Space>& M_;
