@@ -7,10 +7,12 @@
 // (the larger, the more a few singular values dominate M).
 #include <h2expr/h2expr.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace h2expr::bench {
 
@@ -60,10 +62,106 @@ void hara_problem(const std::string& name, const point_cloud<T, D>& pts, const K
   std::fflush(stdout);
 }
 
+// A kernel on a weak structure (every block a sibling block): the one-sample-set construction that
+// hara() uses there beside the level-by-level one it used before (called directly), at 1e-4.
+template <class Space>
+void weak_structures(int max_log_n) {
+  std::printf("\n## 2D exp(-r/0.1) on a weak structure (leaf 64, Chebyshev 8), 1e-4: one sample set vs level by level\n\n"
+              "| n | construction | samples | time (s) | sampling (s) | err F | ranks per level |\n"
+              "|---|---|---|---|---|---|---|\n");
+  for (int logn = 12; logn <= max_log_n; logn += 2) {
+    const int g = 1 << (logn / 2);
+    auto A = h2_matrix<double, Space>::from_kernel(point_cloud<double, 2>::grid({g, g}), kernels::exponential{0.1},
+                                                   {.leaf_size = 64, .cheb_points = 8, .weak_admissibility = true});
+    const auto M = as_sampler(A);
+    for (int level_by_level = 0; level_by_level < 2; ++level_by_level) {
+      const detail::hara_parameters par{1e-4, 0, 32, 10, 0x853c49e6748fea9bull};
+      std::vector<detail::hara_level_report> levels;
+      h2_matrix<double, Space> P;
+      const auto t0 = std::chrono::steady_clock::now();
+      if (level_by_level) P.data() = detail::hara_builder<double, Space>(M, A.structure(), par).run(levels, nullptr);
+      else P.data() = detail::weak_hara_builder<double, Space>(M, A.structure(), par).run(levels, nullptr);
+      const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      int samples = 0;
+      double sampling = 0;
+      for (const auto& l : levels) samples += l.samples, sampling += l.seconds_sampling;
+      std::string ranks;
+      for (int r : P.ranks()) ranks += std::to_string(r) + " ";
+      std::printf("| %d | %s | %d | %.2f | %.2f | %.1e | %s|\n", g * g, level_by_level ? "level by level" : "one sample set",
+                  samples, t, sampling, detail::probe(as_sampler(P), M, 10, 99).frobenius, ranks.c_str());
+      std::fflush(stdout);
+    }
+  }
+}
+
+// What sampling on the approximation tree would cost on a structure, per level: the admissible
+// blocks per row cluster (new at that level), the inadmissible ones (refined further), the colours a
+// greedy distance-2 colouring needs so that one block of structured random vectors meets at most one
+// unknown block per row (Lin, Lu and Ying's peeling: samples ~ colours x (rank + oversampling) per
+// level), and the rows a one-sample-set construction must null out per node (the near field).
+template <class T>
+void structure_report(const std::string& name, const ::h2expr::structure<T>& S) {
+  const auto& mt = S.blocks();
+  const int L = S.depth();
+  std::printf("\n### %s: n = %lld, depth %d\n\n", name.c_str(), (long long)S.rows(), L);
+  std::printf("| level | nodes | admissible / row (max, avg) | near / row (max) | candidates / row (max) | colours |\n"
+              "|-------|-------|-----------------------------|------------------|------------------------|---------|\n");
+  std::vector<std::vector<int>> near(1, std::vector<int>{0});  // near[t]: inadmissible partners of t
+  for (int l = 1; l <= L; ++l) {
+    const int nodes = 1 << l;
+    const auto& lv = mt.coupling[l];
+    std::vector<std::vector<int>> cand(nodes), next(nodes);
+    int amax = 0, nmax = 0, cmax = 0;
+    double asum = 0;
+    for (int t = 0; t < nodes; ++t) {
+      for (int p : near[t / 2]) cand[t].push_back(2 * p), cand[t].push_back(2 * p + 1);
+      std::vector<int> adm(lv.col.begin() + lv.row_ptr[t], lv.col.begin() + lv.row_ptr[t + 1]);
+      for (int c : cand[t])
+        if (std::find(adm.begin(), adm.end(), c) == adm.end()) next[t].push_back(c);
+      amax = std::max(amax, int(adm.size())), asum += adm.size();
+      nmax = std::max(nmax, int(next[t].size())), cmax = std::max(cmax, int(cand[t].size()));
+    }
+    // Greedy colouring of the graph in which two clusters conflict when one row has both as candidates.
+    std::vector<std::vector<int>> adj(nodes);
+    for (int t = 0; t < nodes; ++t)
+      for (int a : cand[t])
+        for (int b : cand[t])
+          if (a != b) adj[a].push_back(b);
+    std::vector<int> colour(nodes, -1);
+    int colours = 0;
+    for (int t = 0; t < nodes; ++t) {
+      std::vector<char> used(adj[t].size() + 1, 0);
+      for (int u : adj[t])
+        if (colour[u] >= 0 && colour[u] < int(used.size())) used[colour[u]] = 1;
+      int c = 0;
+      while (used[c]) ++c;
+      colour[t] = c, colours = std::max(colours, c + 1);
+    }
+    std::printf("| %5d | %5d | %12d, %12.1f | %16d | %22d | %7d |\n", l, nodes, amax, asum / nodes, nmax, cmax, colours);
+    near = std::move(next);
+  }
+  std::printf("\nLeaves: at most %d dense blocks per row (a near field of %d rows at leaf size %d).\n", [&] {
+    int d = 0;
+    for (int a = 0; a < mt.dense.level_size(); ++a) d = std::max(d, mt.dense.row_ptr[a + 1] - mt.dense.row_ptr[a]);
+    return d;
+  }(), [&] {
+    int d = 0;
+    for (int a = 0; a < mt.dense.level_size(); ++a) d = std::max(d, mt.dense.row_ptr[a + 1] - mt.dense.row_ptr[a]);
+    return d * S.row_tree().max_leaf_size;
+  }(), S.row_tree().max_leaf_size);
+}
+
 // max_log_n: the sweep's largest n = 2^max_log_n; reference: whether to run TARGETS.md's problem.
 template <class Space>
-void run_hara_benchmarks(int max_log_n, bool reference) {
+void run_hara_benchmarks(int max_log_n, int reference) {
   if (reference) {
+    std::printf("\n## The reference structures (leaf 64, eta 1): blocks per row cluster and colours per level\n");
+    const build_options sb{.leaf_size = 64, .eta = 1.0};
+    structure_report("TARGETS 2D, 256 x 256", ::h2expr::structure<double>::from_points(point_cloud<double, 2>::grid({256, 256}), sb));
+    structure_report("TARGETS 3D, 40 x 40 x 40", ::h2expr::structure<double>::from_points(point_cloud<double, 3>::grid({40, 40, 40}), sb));
+    if (reference == 1) weak_structures<Space>(16);
+  }
+  if (reference == 1) {
     std::printf("\n## Reference problem (TARGETS.md): 2D exp(-r/0.1), 256 x 256 grid, leaf 64, eta 1, Chebyshev 8.\n"
                 "## Peer (H2Opus CPU, 2 cores, bs 32, r 10): rebuilding A at 1e-4 51.8 s, 2,187 samples, error 2.9e-4;\n"
                 "## A * A at 1e-4 14.1 s, 954 samples, error 7.7e-5.\n\n");
@@ -74,6 +172,7 @@ void run_hara_benchmarks(int max_log_n, bool reference) {
     hara_problem<double, Space>("TARGETS 2D exp l=0.1", point_cloud<double, 2>::grid({256, 256}),
                                 kernels::exponential{0.1}, bo, 1e-4, true, true);
   }
+  if (max_log_n < 12) return;
   std::printf("\n## Sweep (eta 0.9, leaf 64; 2D Chebyshev 8, 3D Chebyshev 4): samples and time against n and tol\n\n");
   hara_header();
   for (int logn = 12; logn <= max_log_n; logn += 2) {

@@ -10,5 +10,5 @@ int main(int argc, char** argv) {
   }
   std::printf("# h2expr HARA, CUDA space, double\n");
   h2expr::bench::run_hara_benchmarks<h2expr::cuda>(argc > 1 ? std::atoi(argv[1]) : 18,
-                                                   argc > 2 ? std::atoi(argv[2]) != 0 : true);
+                                                   argc > 2 ? std::atoi(argv[2]) : 1);
 }

@@ -1,4 +1,5 @@
-// HARA on the host space (see hara.hpp). Usage: bench_hara_host [max log2 n of the sweep] [reference 0/1]
+// HARA on the host space (see hara.hpp). Usage: bench_hara_host [max log2 n of the sweep]
+// [reference: 0 none, 1 the structures and problems of TARGETS.md, 2 their structures alone]
 #include <cstdlib>
 
 #include "hara.hpp"
@@ -6,5 +7,5 @@
 int main(int argc, char** argv) {
   std::printf("# h2expr HARA, host space, %d OpenMP threads, double\n", h2expr::context<h2expr::host>::threads());
   h2expr::bench::run_hara_benchmarks<h2expr::host>(argc > 1 ? std::atoi(argv[1]) : 14,
-                                                   argc > 2 ? std::atoi(argv[2]) != 0 : true);
+                                                   argc > 2 ? std::atoi(argv[2]) : 1);
 }

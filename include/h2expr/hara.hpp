@@ -32,12 +32,14 @@
 
 namespace h2expr {
 
-// What hara did, level by level (levels[i].level: the tree level; depth + 1: the dense diagonal).
+// What hara did, level by level (levels[i].level: the tree level; depth + 1: the dense diagonal, or for
+// a weak structure the one sample set: all samples and their time; its tree levels carry ranks and
+// the time of their share of the construction).
 struct hara_report {
   std::vector<detail::hara_level_report> levels;
   int samples = 0;             // columns of all blocks of vectors the operator was applied to
-                               // (besides the 8 probes of norm_estimate)
-  double norm_estimate = 0;    // ||M||_F, from 8 random products
+                               // (level by level: besides the 8 probes of norm_estimate)
+  double norm_estimate = 0;    // ||M||_F, from 8 random products (weak structures: from the samples)
   double seconds = 0;          // the whole construction
   double seconds_sampling = 0, seconds_ara = 0, seconds_update = 0, seconds_compress = 0;
 };
