@@ -80,7 +80,7 @@ void weak_structures(int max_log_n) {
       h2_matrix<double, Space> P;
       const auto t0 = std::chrono::steady_clock::now();
       if (level_by_level) P.data() = detail::hara_builder<double, Space>(M, A.structure(), par).run(levels, nullptr);
-      else P.data() = detail::weak_hara_builder<double, Space>(M, A.structure(), par).run(levels, nullptr);
+      else P.data() = detail::one_sample_set_builder<double, Space>(M, A.structure(), par, detail::near_fields(A.structure().blocks())).run(levels, nullptr);
       const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       int samples = 0;
       double sampling = 0;

@@ -9,13 +9,16 @@
 //
 // The tolerance is relative, in the Frobenius norm: ||P - M||_F <~ tol ||M||_F.
 //
-// Two constructions, chosen by the structure. Weak (HSS-like) structures, where every block is the
-// sibling block of its level (structure::weak, the 2D Schur complements), are built from one set of
-// samples that serves every level (detail/hara_weak.hpp): about the leaf size plus the ranks plus
-// converge_samples columns (and as many of M^T for a general operator), whatever n. Other structures
-// are built level by level from the root on the weak sampling tree (detail/hara.hpp).
+// Two constructions, chosen by the structure. Where every node's near field (the blocks of its level
+// that are not admissible) has at most 8 nodes, one set of samples serves every level
+// (detail/hara_one_sample_set.hpp): about the near field's rows plus the ranks plus converge_samples
+// columns (and as many of M^T for a general operator), whatever n. That covers weak (HSS-like)
+// structures (a node alone: structure::weak, the 2D Schur complements), 1D and 2D kernels at eta = 1
+// (up to 7 near clusters). Its per-node work grows with the square of the near field's rows, so 3D
+// structures (13-22 near clusters) are built level by level from the root on the weak sampling tree
+// (detail/hara.hpp).
 #include <h2expr/detail/hara.hpp>
-#include <h2expr/detail/hara_weak.hpp>
+#include <h2expr/detail/hara_one_sample_set.hpp>
 #include <h2expr/error.hpp>
 #include <h2expr/h2_matrix.hpp>
 #include <h2expr/sampler.hpp>
@@ -33,13 +36,13 @@
 namespace h2expr {
 
 // What hara did, level by level (levels[i].level: the tree level; depth + 1: the dense diagonal, or for
-// a weak structure the one sample set: all samples and their time; its tree levels carry ranks and
-// the time of their share of the construction).
+// the one-sample-set construction the samples: all of them and their time; its tree levels carry
+// ranks and the time of their share of the construction).
 struct hara_report {
   std::vector<detail::hara_level_report> levels;
   int samples = 0;             // columns of all blocks of vectors the operator was applied to
                                // (level by level: besides the 8 probes of norm_estimate)
-  double norm_estimate = 0;    // ||M||_F, from 8 random products (weak structures: from the samples)
+  double norm_estimate = 0;    // ||M||_F, from 8 random products (one sample set: from the samples)
   double seconds = 0;          // the whole construction
   double seconds_sampling = 0, seconds_ara = 0, seconds_update = 0, seconds_compress = 0;
 };
@@ -48,9 +51,10 @@ struct hara_report {
 template <class T = double>
 struct hara_options {
   ::h2expr::structure<T> structure;  // empty: deduced from the operands
-  int max_rank = 0;                  // per sampled block (weak structures: per node); 0: min(block size, 512)
-  int block_size = 32;               // samples per round, 1..64 (weak structures: the growth step)
-  int converge_samples = 10;         // r: consecutive small samples that end a block (weak: oversampling)
+  int max_rank = 0;                  // per sampled block (one sample set: per node); 0: min(block size, 512)
+  int block_size = 32;               // samples per round, 1..64 (one sample set: the growth step)
+  int converge_samples = 10;         // r: consecutive small samples that end a block (one sample set:
+                                     // the held-out columns that measure each node's truncation)
   std::uint64_t seed = 0x853c49e6748fea9bull;
   bool verbose = false;              // a line per level on std::clog: samples, ranks, time
   hara_report* report = nullptr;     // filled when given
@@ -81,7 +85,9 @@ h2_matrix<T, Space> hara(const sampler<T, Space>& M, double tol, const hara_opti
     P.data() = builder.run(rep.levels, o.verbose ? &std::clog : nullptr);
     rep.norm_estimate = builder.norm_estimate();
   };
-  if (detail::weak_blocks(S.blocks())) build(detail::weak_hara_builder<T, Space>(M, S, par));
+  auto near = detail::near_fields(S.blocks());
+  if (S.depth() >= 1 && !near.empty() && detail::largest_near_field(near) <= 8)
+    build(detail::one_sample_set_builder<T, Space>(M, S, par, std::move(near)));
   else build(detail::hara_builder<T, Space>(M, S, par));
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (const auto& l : rep.levels) {

@@ -38,7 +38,11 @@ void qr_item(int m, int n, T* A, int lda, T* R, int ldr, bool form_q, [[maybe_un
 template <class T>
 void qr_items_host(const int* m, const int* n, T* const* A, const int* lda, T* const* R, const int* ldr,
                    bool form_q, int count) {
-#pragma omp parallel
+  // Items of 128 Ki entries or more (the near fields of hara's one-sample-set construction) go one
+  // after another, each on all threads through LAPACK: a team of Eigen QRs ran them at a third of that.
+  bool large = false;
+  for (int i = 0; i < count && !large; ++i) large = double(m[i]) * n[i] >= 131072;
+#pragma omp parallel if (!large)
   {
     std::vector<T> tau, work;  // per thread, reused across its items
 #pragma omp for schedule(dynamic)

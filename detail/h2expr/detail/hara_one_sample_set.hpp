@@ -1,0 +1,744 @@
+#pragma once
+// HARA from one set of samples (Levitt and Martinsson, "Linear-complexity black-box randomized
+// compression of rank-structured matrices", SISC 2024, there for weak structures; here for any
+// structure whose near fields nest). One Gaussian block Omega of s columns, Y = M Omega (with Psi,
+// Z = M^T Psi for a general operator), serves every level: samples no longer add up level by level,
+// and s is about a node's near field's rows plus the ranks, independent of n. From the leaves up, for
+// each node t with N(t) its near field (the nodes of its level whose blocks with t are not admissible,
+// t among them) and (Omega_N, Y_t) the samples of those rows (a leaf's rows; above, the children's
+// compressed samples):
+//   1. Q = orth(Omega_N^T). Y_t (I - Q Q^T) = M(t, far) Omega(far) (I - Q Q^T) samples t's far field with
+//      Gaussian columns and never sees its near blocks: U_t is its leading left singular vectors, each
+//      truncation measured on held-out columns; V_t likewise from (Psi, Z).
+//   2. G = Y_t Omega_N^+ = M(t, N) + M(t, far) Omega(far) Omega_N^+, whose leak lies in range(U_t) (H,
+//      from Z, leaks into range(V_s)), so per near pair D_ts = (I - U U^T) G_ts + U U^T ((I - V V^T) H_st)^T
+//      = M(t, s) - U_t U_t^T M(t, s) V_s V_s^T up to the truncations.
+//   3. Omega^_t = V^T Omega_t, Y^_t = U^T (Y_t - sum_s D_ts Omega_s) (Psi^, Z^ likewise): samples of the
+//      compressed matrix U^T M V, which the parents stack. At the root, D = Y Omega^+.
+// Then top-down every near pair's core C (its block of the compressed matrix, in the bases) splits
+// into its children's blocks: D + E C F^T is the coupling block of an admissible child pair and the
+// core of a near one; a dense leaf is D + U C V^T. The bases come out orthonormal and nested, each node
+// at its own rank. Every node needs s >= (near rows) + k_t + p (p = converge_samples): s starts at the
+// largest leaf near field + p + block_size / 2 and grows by block_size (or to what a node showed it
+// needs), sampling only the new columns, until that holds everywhere.
+#include <h2expr/detail/hara.hpp>
+
+#include <numeric>
+#include <optional>
+
+namespace h2expr::detail {
+
+// The near field of every node of a level, in CSR form: the partners (the node among them) whose block
+// is not admissible at this level; mirror[e]: the index of pair e's transpose (the relation is
+// symmetric: rows and columns share the tree).
+struct near_field {
+  std::vector<int> ptr, col, mirror;
+  int pairs() const { return int(col.size()); }
+  int find(int t, int s) const {
+    for (int e = ptr[t]; e < ptr[t + 1]; ++e)
+      if (col[e] == s) return e;
+    return -1;
+  }
+};
+
+// near[l], l = 0..depth: the children of the parent's near field less the level's admissible blocks
+// (the root is its own near field); at the leaves, the dense blocks in their order. Empty when the
+// blocks do not nest so (not for the structures built here).
+inline std::vector<near_field> near_fields(const matrix_tree& mt) {
+  const int L = mt.depth();
+  std::vector<near_field> nf(std::size_t(L) + 1);
+  nf[0].ptr = {0, 1}, nf[0].col = {0};
+  for (int l = 1; l <= L; ++l) {
+    const auto& lv = mt.coupling[l];
+    auto& f = nf[l];
+    const int nodes = 1 << l;
+    f.ptr.assign(1, 0);
+    for (int t = 0; t < nodes; ++t) {
+      const auto& up = nf[l - 1];
+      for (int e = up.ptr[t / 2]; e < up.ptr[t / 2 + 1]; ++e)
+        for (int c = 2 * up.col[e]; c < 2 * up.col[e] + 2; ++c) {
+          const bool admissible = std::find(lv.col.begin() + lv.row_ptr[t], lv.col.begin() + lv.row_ptr[t + 1], c) !=
+                                  lv.col.begin() + lv.row_ptr[t + 1];
+          if (!admissible) f.col.push_back(c);
+        }
+      f.ptr.push_back(int(f.col.size()));
+    }
+  }
+  // The leaves' near field must be the dense blocks (then it takes their order).
+  auto& leaves = nf[L];
+  const auto& dn = mt.dense;
+  for (int a = 0; a < (1 << L); ++a) {
+    std::vector<int> x(leaves.col.begin() + leaves.ptr[a], leaves.col.begin() + leaves.ptr[a + 1]),
+        y(dn.col.begin() + dn.row_ptr[a], dn.col.begin() + dn.row_ptr[a + 1]);
+    std::sort(x.begin(), x.end()), std::sort(y.begin(), y.end());
+    if (x != y) return {};
+  }
+  leaves.ptr.assign(dn.row_ptr.begin(), dn.row_ptr.end()), leaves.col.assign(dn.col.begin(), dn.col.end());
+  for (auto& f : nf) {
+    f.mirror.assign(f.col.size(), -1);
+    for (int t = 0; t + 1 < int(f.ptr.size()); ++t)
+      for (int e = f.ptr[t]; e < f.ptr[t + 1]; ++e)
+        if ((f.mirror[e] = f.find(f.col[e], t)) < 0) return {};
+  }
+  return nf;
+}
+
+// The most nodes in any node's near field, over all levels.
+inline int largest_near_field(const std::vector<near_field>& near) {
+  int most = 0;
+  for (const auto& f : near)
+    for (int t = 0; t + 1 < int(f.ptr.size()); ++t) most = std::max(most, f.ptr[t + 1] - f.ptr[t]);
+  return most;
+}
+
+template <class T, class Space>
+class one_sample_set_builder {
+ public:
+  one_sample_set_builder(const sampler<T, Space>& M, const ::h2expr::structure<T>& S, hara_parameters p,
+                    std::vector<near_field> near)
+      : M_(M), ctx_(M.context_ptr()), S_(S), p_(p), sym_(M.symmetric()), H_(zero_h2<T, Space>(ctx_, S, sym_)),
+        near_(std::move(near)) {
+    const auto& tree = S.row_tree();
+    L_ = S.depth(), n_ = S.rows(), m_ = std::max(tree.max_leaf_size, 1), np_ = std::int64_t(m_) << L_;
+    leaf_.resize(std::size_t(1) << L_);
+    for (int t = 0; t < int(leaf_.size()); ++t) leaf_[t] = tree.size(cluster_tree::level_begin(L_) + t);
+    cap_ = p.max_rank > 0 ? p.max_rank : 512;
+  }
+
+  h2_data<T, Space> run(std::vector<hara_level_report>& report, std::ostream* log) {
+    const auto t0 = clock::now();
+    double sampling = 0;
+    int s = m_ + p_.converge_samples + (p_.block_size + 1) / 2;
+    for (int a = 0; a < (1 << L_); ++a)  // the leaves' near field, at least
+      s = std::max(s, near_rows_of_leaf(a) + p_.converge_samples + (p_.block_size + 1) / 2);
+    for (int round = 0;; ++round) {
+      const auto ts = clock::now();
+      sample(s, round);
+      sampling += since(ts);
+      const int need = build();
+      if (need == 0) break;
+      s = std::max(need, s + p_.block_size);
+    }
+    report.assign(levels_.begin() + 1, levels_.end());
+    for (auto& r : report) r.ranks_after = ranks_;
+    hara_level_report total;
+    total.level = L_ + 1;
+    total.blocks = near_[L_].pairs();
+    total.samples = sym_ ? s_ : 2 * s_;
+    total.seconds_sampling = sampling;
+    auto H = assemble();
+    total.seconds_ara = since(t0) - sampling;  // what no level's share holds: the assembly
+    for (const auto& r : report) total.seconds_ara -= r.seconds_ara;
+    // One recompression with the other half of the error budget: the truncations above are each
+    // node's alone, blind to what its ancestors' couplings weigh in its rows; this one ranks every node
+    // by its weights (ranks of a 2D kernel's upper levels fell from 35 to those compress() finds).
+    const auto tc = clock::now();
+    pad(H);
+    double harmonic = 0;  // keep_frobenius_share lets level l discard budget / l
+    for (int l = 1; l <= L_; ++l) harmonic += 1.0 / l;
+    const double e = 0.5 * p_.tol * norm_;
+    const auto kept = recompress(H, keep_frobenius_share{e * e / harmonic / (weights_from_rows_alone(H) ? 2 : 1)},
+                                 &total.compression);
+    compact(H, kept.rows, kept.cols);
+    ranks_ = H.rank;
+    total.seconds_compress = since(tc);
+    total.ranks_after = ranks_;
+    for (auto& r : report) r.ranks_after = ranks_;
+    report.push_back(total);
+    if (log) {
+      *log << "hara: one sample set of " << s_ << " columns" << (sym_ ? "" : " (and as many of M^T)") << std::endl;
+      for (const auto& r : report) print_hara_level(log, r, L_);
+    }
+    return H;
+  }
+  double norm_estimate() const { return norm_; }
+
+ private:
+  using clock = std::chrono::steady_clock;
+  static double since(clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); }
+
+  int near_rows_of_leaf(int a) const {
+    int r = 0;
+    for (int e = near_[L_].ptr[a]; e < near_[L_].ptr[a + 1]; ++e) r += leaf_[near_[L_].col[e]];
+    return r;
+  }
+
+  // Node t's block of a level's panel: base + at[t], leading dimension ld.
+  struct panel {
+    T* base = nullptr;
+    std::vector<std::int64_t> at;
+    int ld = 1;
+  };
+  // One level's nodes: rows on the row side (Y, Psi: the children's row ranks, or the leaf) and on the
+  // column side (Omega, Z), the ranks found, the bases U (first ku columns of u) and V; per near pair
+  // (t, s) the block D (ld x ld each) and where s's rows sit in t's stacked near field (offr: columns
+  // of Omega, offc: of Psi), whose widths are wr and wc.
+  struct level_data {
+    std::vector<int> nr, nc, ku, kv, wr, wc;
+    std::vector<int> offr, offc;
+    int ld = 1, nearw = 1;  // per-node blocks: ld x s (u, v, samples), ld x nearw (G, H); pairs: ld x ld
+    buffer<T, Space> om, y, ps, z, u, v, d;
+    int p = 0;  // held-out columns of the basis samples
+    std::int64_t pair(int e) const { return std::int64_t(e) * ld * ld; }
+    std::int64_t row_block(int t) const { return std::int64_t(t) * ld * nearw; }
+    int width() const { return ld + p; }  // of a node's basis samples W = Y P (at most its rows + p)
+    std::int64_t basis_stride() const { return std::int64_t(ld) * width(); }
+    std::int64_t basis_at(int t) const { return t * basis_stride(); }
+  };
+
+  // Columns s_ .. s - 1 of Omega, Y (and Psi, Z), in padded tree order; the earlier ones are kept.
+  void sample(int s, int round) {
+    auto& c = *ctx_;
+    const int w = s - s_;
+    auto grow = [&](buffer<T, Space>& b) {
+      buffer<T, Space> g(ctx_, std::size_t(np_) * s);
+      if (s_ > 0) copy(c, b.data(), g.data(), std::size_t(np_) * s_);
+      b = std::move(g);
+    };
+    const int* map = H_.arrays->padded_to_user.data();
+    auto draw = [&](buffer<T, Space>& in, buffer<T, Space>& out, bool transpose, std::uint64_t seed) {
+      grow(in), grow(out);
+      auto X = matrix<T, Space>::random(n_, w, seed, ctx_);
+      auto Y = matrix<T, Space>::uninitialized(n_, w, ctx_);
+      if (transpose) M_.apply_transpose(X.view(), Y.view());
+      else M_.apply(X.view(), Y.view());
+      const double sum = to_dense(Y).template cast<double>().squaredNorm();
+      require<non_finite_value>(std::isfinite(sum), "hara: the operator's products are not finite");
+      energy_ += sum, columns_ += w;
+      gather_rows(c, map, np_, X.data(), n_, in.data() + std::size_t(np_) * s_, np_, w);
+      gather_rows(c, map, np_, Y.data(), n_, out.data() + std::size_t(np_) * s_, np_, w);
+      c.synchronize();
+    };
+    const std::uint64_t seed = splitmix64(p_.seed + 0x9e3779b97f4a7c15ull * std::uint64_t(round + 1));
+    draw(omega_, y_, false, seed);
+    if (!sym_) draw(psi_, z_, true, splitmix64(seed ^ 0x5851f42d4c957f2dull));
+    s_ = s;
+    norm_ = std::sqrt(energy_ / std::max(columns_, 1));
+  }
+
+  // Where each near partner's rows sit in a node's stacked near field, for both sides.
+  void near_layout(int l) {
+    auto& d = lv_[l];
+    const auto& f = near_[l];
+    const int nodes = 1 << l;
+    d.wr.assign(nodes, 0), d.wc.assign(nodes, 0), d.offr.assign(f.pairs(), 0), d.offc.assign(f.pairs(), 0);
+    d.nearw = 1;
+    for (int t = 0; t < nodes; ++t) {
+      for (int e = f.ptr[t]; e < f.ptr[t + 1]; ++e)
+        d.offr[e] = d.wr[t], d.wr[t] += d.nc[f.col[e]], d.offc[e] = d.wc[t], d.wc[t] += d.nr[f.col[e]];
+      d.nearw = std::max({d.nearw, d.wr[t], d.wc[t]});
+    }
+  }
+
+  // The whole bottom-up pass on the current samples: 0 when every node had enough of them, else the
+  // sample count the first short level asks for.
+  int build() {
+    lv_.clear();
+    lv_.resize(std::size_t(L_) + 1);
+    levels_.assign(std::size_t(L_) + 1, hara_level_report{});
+    auto& leaves = lv_[L_];
+    leaves.nr = leaves.nc = leaf_;
+    leaves.ld = m_;
+    for (int l = L_; l >= 1; --l) {
+      const auto t0 = clock::now();
+      const int need = level(l);
+      levels_[l].seconds_ara = since(t0);
+      if (need) return need;
+    }
+    return root();
+  }
+
+  panel samples(int l, bool omega_side, bool transpose_side) {
+    const auto& d = lv_[l];
+    const int nodes = 1 << l;
+    panel p;
+    p.at.resize(nodes);
+    if (l == L_) {
+      const buffer<T, Space>& b = transpose_side ? (omega_side ? psi_ : z_) : (omega_side ? omega_ : y_);
+      p.base = const_cast<T*>(b.data()), p.ld = int(np_);
+      for (int t = 0; t < nodes; ++t) p.at[t] = std::int64_t(t) * m_;
+    } else {
+      const buffer<T, Space>& b = transpose_side ? (omega_side ? d.ps : d.z) : (omega_side ? d.om : d.y);
+      p.base = const_cast<T*>(b.data()), p.ld = d.ld;
+      for (int t = 0; t < nodes; ++t) p.at[t] = std::int64_t(t) * d.ld * s_;
+    }
+    return p;
+  }
+
+  // For each node t, with Omega_N its near field's rows of `om` stacked (rows[s] rows of partner s, at
+  // `off` of the pair): G = Y Omega_N^+ (nout x nin at g + row_block(t)) and, when `basis` is given, the
+  // samples W = Y P (nout x w) for an orthonormal P (s x w) in the null space of Omega_N: the first w - p
+  // columns give the basis (their left singular vectors, in place), the last p, independent of them,
+  // measure what each truncation of it leaves out (`check`). Nodes go in batches that bound the scratch.
+  void project(int l, int which, const level_data& d, const panel& om, const std::vector<int>& rows,
+               const std::vector<int>& off, const std::vector<int>& nin, const panel& y, const std::vector<int>& nout,
+               buffer<T, Space>& g, buffer<T, Space>* basis, std::vector<double>* check) {
+    const auto& f = near_[l];
+    const int nodes = int(nin.size()), ld = d.ld, nw = d.nearw, s = s_, p = p_.converge_samples, wd = d.width();
+    const std::int64_t qs = std::int64_t(s) * nw, ps = std::int64_t(s) * wd;
+    g = buffer<T, Space>(ctx_, std::size_t(nodes) * ld * nw);
+    fill(*ctx_, g.data(), g.size(), T(0));
+    if (basis) {
+      *basis = buffer<T, Space>(ctx_, std::size_t(nodes) * d.basis_stride());
+      fill(*ctx_, basis->data(), basis->size(), T(0));
+      check->assign(std::size_t(nodes) * (ld + 1), 0.0);
+    }
+    const std::size_t per_node = std::size_t(qs + ps) + std::size_t(nw) * nw + std::size_t(wd) * (wd + nw) +
+                                 std::size_t(ld + p) * p;
+    const int batch = int(std::clamp<std::size_t>((std::size_t(256) << 20) / sizeof(T) / per_node, 1, nodes));
+    for (int t0 = 0; t0 < nodes; t0 += batch) {
+      const int t1 = std::min(nodes, t0 + batch), cnt = t1 - t0;
+      buffer<T, Space> q(ctx_, std::size_t(cnt) * qs), r(ctx_, std::size_t(cnt) * nw * nw);
+      std::vector<item_copy> tr;
+      std::vector<item_gemm> yq;
+      std::vector<int> qn;
+      std::vector<std::int64_t> qo, ro;
+      for (int t = t0; t < t1; ++t) {
+        const std::int64_t qt = (t - t0) * qs;
+        for (int e = f.ptr[t]; e < f.ptr[t + 1]; ++e)
+          tr.push_back({s, rows[f.col[e]], om.at[f.col[e]], qt + std::int64_t(off[e]) * s, om.ld, s});
+        if (nin[t] > 0) qn.push_back(nin[t]), qo.push_back(qt), ro.push_back(std::int64_t(t - t0) * nw * nw);
+        yq.push_back({nout[t], nin[t], s, y.at[t], qt, d.row_block(t), y.ld, s, ld});
+      }
+      copy_items(ctx_, om.base, q.data(), tr, op::transpose);
+      qr_items(q.data(), qo, std::vector<int>(qo.size(), s), qn, s, r.data(), ro, nw);  // Omega_N^T = Q R
+      gemm_items(ctx_, op::none, op::none, T(1), y.base, q.data(), T(0), g.data(), yq);  // Y Q
+      // G := (Y Q) R^{-T}: Omega_N^+ = Q R^{-T}.
+      std::vector<int> tm, tn, tla, tlb;
+      std::vector<std::int64_t> ta, tb;
+      for (int t = t0; t < t1; ++t)
+        if (nin[t] > 0 && nout[t] > 0)
+          tm.push_back(nout[t]), tn.push_back(nin[t]), tla.push_back(nw), tlb.push_back(ld),
+              ta.push_back(std::int64_t(t - t0) * nw * nw), tb.push_back(d.row_block(t));
+      if (!ta.empty()) {
+        const int k = int(ta.size());
+        buffer<int, Space> sz(ctx_, concatenate<int>({tm, tn, tla, tlb}));
+        auto pa = pointers(ctx_, r.data(), ta), pb = pointers(ctx_, g.data(), tb);
+        trsm_vbatched(*ctx_, side::right, uplo::upper, op::transpose, diag::non_unit, sz.data(), sz.data() + k, T(1),
+                      (const T* const*)pa.data(), sz.data() + 2 * k, pb.data(), sz.data() + 3 * k, k,
+                      *std::max_element(tm.begin(), tm.end()), *std::max_element(tn.begin(), tn.end()));
+        ctx_->synchronize();
+      }
+      if (basis) basis_samples(l, which, d, q, t0, t1, nin, y, nout, *basis, *check);
+    }
+  }
+
+  // W = Y P for nodes t0..t1 (P: Gaussian columns with their Q part removed, orthonormalized), the
+  // SVD of its first w - p columns in place, and the held-out estimates of every truncation.
+  void basis_samples(int l, int which, const level_data& d, const buffer<T, Space>& q, int t0, int t1,
+                     const std::vector<int>& nin, const panel& y, const std::vector<int>& nout, buffer<T, Space>& basis,
+                     std::vector<double>& check) {
+    const int cnt = t1 - t0, ld = d.ld, s = s_, p = p_.converge_samples, wd = d.width();
+    const std::int64_t qs = std::int64_t(s) * d.nearw, ps = std::int64_t(s) * wd;
+    buffer<T, Space> P(ctx_, std::size_t(cnt) * ps), X(ctx_, std::size_t(cnt) * d.nearw * wd),
+        rp(ctx_, std::size_t(cnt) * wd * wd);
+    fill_random(*ctx_, distribution::normal, s, std::size_t(cnt) * wd, P.data(), s,
+                splitmix64(p_.seed ^ (0x6a09e667f3bcc909ull * std::uint64_t(1 + l + 64 * which + 256 * s + 65536 * t0))));
+    std::vector<int> w(cnt);
+    std::vector<item_gemm> qp, qx, yp;
+    std::vector<int> pn;
+    std::vector<std::int64_t> po, pr;
+    for (int t = t0; t < t1; ++t) {
+      const int i = t - t0;
+      w[i] = nout[t] > 0 ? std::min(s - nin[t], nout[t] + p) : 0;
+      const std::int64_t xt = std::int64_t(i) * d.nearw * wd;
+      qp.push_back({nin[t], w[i], s, i * qs, i * ps, xt, s, s, d.nearw});
+      qx.push_back({s, w[i], nin[t], i * qs, xt, i * ps, s, d.nearw, s});
+      if (w[i] > 0) pn.push_back(w[i]), po.push_back(i * ps), pr.push_back(std::int64_t(i) * wd * wd);
+      yp.push_back({nout[t], w[i], s, y.at[t], i * ps, d.basis_at(t), y.ld, s, ld});
+    }
+    gemm_items(ctx_, op::transpose, op::none, T(1), q.data(), P.data(), T(0), X.data(), qp);  // Q^T Gamma
+    gemm_items(ctx_, op::none, op::none, T(-1), q.data(), X.data(), T(1), P.data(), qx);     // Gamma - Q Q^T Gamma
+    qr_items(P.data(), po, std::vector<int>(po.size(), s), pn, s, rp.data(), pr, wd);
+    gemm_items(ctx_, op::none, op::none, T(1), y.base, P.data(), T(0), basis.data(), yp);  // W = Y P
+
+    // Left singular vectors of W1 (nout x (w - p)) in place.
+    std::vector<int> sm, sn, sld;
+    std::vector<std::int64_t> so, sv;
+    buffer<T, Space> sigma(ctx_, std::size_t(cnt) * ld);
+    for (int t = t0; t < t1; ++t)
+      if (w[t - t0] > p)
+        sm.push_back(nout[t]), sn.push_back(w[t - t0] - p), sld.push_back(ld), so.push_back(d.basis_at(t)),
+            sv.push_back(std::int64_t(t - t0) * ld);
+    if (!so.empty()) {
+      const int k = int(so.size());
+      buffer<int, Space> sz(ctx_, concatenate<int>({sm, sn, sld}));
+      auto pa = pointers(ctx_, basis.data(), so), pss = pointers(ctx_, sigma.data(), sv);
+      svd_vbatched(*ctx_, sz.data(), sz.data() + k, pa.data(), sz.data() + 2 * k, pss.data(), (T* const*)nullptr,
+                   (const int*)nullptr, k, *std::max_element(sm.begin(), sm.end()),
+                   *std::max_element(sn.begin(), sn.end()));
+      ctx_->synchronize();
+    }
+    // C = U^T W2 (u x p, ld ld), then W2 := W2 - U C and its Gram matrix (p x p, ld p): the error of
+    // every truncation k <= u is a sum of squares, ||W2 - U C||^2 + sum_{i > k} ||C(i, :)||^2, with no
+    // difference of large numbers (in float that difference alone would exceed the budget).
+    const int cs = ld + p;
+    buffer<T, Space> c(ctx_, std::size_t(cnt) * cs * p);
+    fill(*ctx_, c.data(), c.size(), T(0));
+    std::vector<item_gemm> uw, rw, ww;
+    for (int t = t0; t < t1; ++t) {
+      const int i = t - t0;
+      if (w[i] <= p) continue;
+      const int u = std::min(nout[t], w[i] - p);
+      const std::int64_t w2 = d.basis_at(t) + std::int64_t(w[i] - p) * ld, ct = std::int64_t(i) * cs * p;
+      uw.push_back({u, p, nout[t], d.basis_at(t), w2, ct, ld, ld, ld});
+      rw.push_back({nout[t], p, u, d.basis_at(t), ct, w2, ld, ld, ld});
+      ww.push_back({p, p, nout[t], w2, w2, ct + std::int64_t(ld) * p, ld, ld, p});
+    }
+    gemm_items(ctx_, op::transpose, op::none, T(1), basis.data(), basis.data(), T(0), c.data(), uw);
+    gemm_items(ctx_, op::none, op::none, T(-1), basis.data(), c.data(), T(1), basis.data(), rw);
+    gemm_items(ctx_, op::transpose, op::none, T(1), basis.data(), basis.data(), T(0), c.data(), ww);
+    const auto ch = c.to_host();
+    // check[t * (ld + 1) + k]: the held-out estimate of ||(I - U_k U_k^T) M(t, far)||_F^2, k = 0..ld.
+    for (int t = t0; t < t1; ++t) {
+      const int i = t - t0;
+      if (w[i] <= p) continue;
+      const T* ct = ch.data() + std::size_t(i) * cs * p;
+      double rest = 0;
+      for (int j = 0; j < p; ++j) rest += double(ct[std::size_t(ld) * p + j * p + j]);
+      const int u = std::min(nout[t], w[i] - p);
+      double* e = check.data() + std::size_t(t) * (ld + 1);
+      for (int k = ld; k >= 0; --k) {
+        e[k] = rest / p;
+        if (k >= 1 && k <= u)
+          for (int j = 0; j < p; ++j) rest += double(ct[std::size_t(j) * ld + k - 1]) * double(ct[std::size_t(j) * ld + k - 1]);
+      }
+    }
+  }
+
+  // In-place thin QRs of the items at A + ao[i] (m[i] x n[i], ld lda), R at R + ro[i] (ld ldr).
+  void qr_items(T* A, const std::vector<std::int64_t>& ao, const std::vector<int>& m, const std::vector<int>& n, int lda,
+                T* R, const std::vector<std::int64_t>& ro, int ldr) {
+    if (ao.empty()) return;
+    const int cnt = int(ao.size());
+    buffer<int, Space> sz(ctx_, concatenate<int>({m, n, std::vector<int>(cnt, lda), std::vector<int>(cnt, ldr)}));
+    auto pa = pointers(ctx_, A, ao), pr = pointers(ctx_, R, ro);
+    qr_vbatched(*ctx_, sz.data(), sz.data() + cnt, pa.data(), sz.data() + 2 * cnt, pr.data(), sz.data() + 3 * cnt, cnt,
+                *std::max_element(m.begin(), m.end()), *std::max_element(n.begin(), n.end()));
+    ctx_->synchronize();
+  }
+
+  // Node ranks: the smallest k whose held-out error fits the node's share of the budget, less what
+  // the same tail leaks through Omega_N^+ into D (E ||Omega_N^+||_F^2 = n_in / (s - n_in - 1)). Returns
+  // the sample count the level needs when some node found no such k (0 when none).
+  int ranks(int l, const std::vector<double>& check, const std::vector<int>& nin, const std::vector<int>& nout,
+            std::vector<int>& k) {
+    const int nodes = int(nin.size()), ld = lv_[l].ld, p = p_.converge_samples;
+    int live = 0;
+    for (int t = 0; t < nodes; ++t) live += nout[t] > 0;
+    // Level l's share halves from each level to the next one down: what a node's truncation discards
+    // reappears in its parent's samples as noise (columns of Omega that V^T does not see), and a
+    // parent with no more share than that noise chases it with rank (equal shares doubled the top
+    // ranks; quarters sampled more, with no fewer ranks).
+    const double e = 0.5 * p_.tol * norm_, rho = 0.5;
+    const double shares = (1 - std::pow(rho, L_)) / (1 - rho);
+    const double allowed = e * e / 2 * std::pow(rho, l - 1) / shares / std::max(live, 1);
+    k.assign(nodes, 0);
+    int need = 0;
+    for (int t = 0; t < nodes; ++t) {
+      if (nout[t] == 0) continue;
+      const int w = std::min(s_ - nin[t], nout[t] + p), usable = std::min(nout[t], w - p);
+      const double budget = allowed / (1 + double(nin[t]) / std::max(s_ - nin[t] - 1, 1));
+      const double* err = check.data() + std::size_t(t) * (ld + 1);
+      int keep = 0;
+      while (keep < usable && err[keep] > budget) ++keep;
+      if (err[keep] > budget && keep < nout[t]) {  // the samples cannot show a basis good enough
+        need = std::max(need, s_ + p_.block_size);
+        continue;
+      }
+      if (keep > cap_)
+        throw rank_cap_reached("h2expr: hara: level " + std::to_string(l) + ": node " + std::to_string(t) +
+                               " needs rank " + std::to_string(keep) + " > max_rank " + std::to_string(cap_) +
+                               " for tol = " + std::to_string(p_.tol) + "; raise hara_options::max_rank");
+      k[t] = keep;
+    }
+    return need;
+  }
+
+  // Level l's bases and near blocks D; the compressed samples of level l - 1. Returns what ranks()
+  // returns.
+  int level(int l) {
+    auto& d = lv_[l];
+    const auto& f = near_[l];
+    d.p = p_.converge_samples;
+    for (int t = 0; t < (1 << l); ++t) d.ld = std::max({d.ld, d.nr[t], d.nc[t]});
+    near_layout(l);
+    const int nodes = 1 << l, s = s_, ld = d.ld;
+    int short_of = 0;  // every node's projections need s > its near field's rows on either side, by p
+    for (int t = 0; t < nodes; ++t)
+      if (s < std::max(d.wr[t], d.wc[t]) + p_.converge_samples + 1)
+        short_of = std::max(short_of, std::max(d.wr[t], d.wc[t]) + p_.converge_samples + 1);
+    if (short_of) return short_of;
+    buffer<T, Space> g, h;
+    std::vector<double> su, sv;
+    project(l, 0, d, samples(l, true, false), d.nc, d.offr, d.wr, samples(l, false, false), d.nr, g, &d.u, &su);
+    int need = ranks(l, su, d.wr, d.nr, d.ku);
+    if (!sym_) {
+      project(l, 1, d, samples(l, true, true), d.nr, d.offc, d.wc, samples(l, false, true), d.nc, h, &d.v, &sv);
+      need = std::max(need, ranks(l, sv, d.wc, d.nc, d.kv));
+    } else {
+      d.kv = d.ku;
+    }
+    auto& rep = levels_[l];
+    rep.level = l, rep.blocks = nodes;
+    rep.rank_min = *std::min_element(d.ku.begin(), d.ku.end());
+    rep.rank_max = *std::max_element(d.ku.begin(), d.ku.end());
+    rep.rank_avg = std::accumulate(d.ku.begin(), d.ku.end(), 0.0) / nodes;
+    if (need) return need;
+    const T* u = d.u.data();
+    const T* v = sym_ ? d.u.data() : d.v.data();
+    const T* hh = sym_ ? g.data() : h.data();
+    const std::vector<int>& hoff = sym_ ? d.offr : d.offc;
+    // Per near pair (t, s): D = G_ts + U_t E, E = U_t^T H_st^T - U_t^T G_ts - (U_t^T H_st^T V_s) V_s^T.
+    const int pairs = f.pairs();
+    buffer<T, Space> e(ctx_, std::size_t(pairs) * ld * ld), x(ctx_, std::size_t(pairs) * ld * ld);
+    d.d = buffer<T, Space>(ctx_, std::size_t(pairs) * ld * ld);
+    fill(*ctx_, d.d.data(), d.d.size(), T(0));
+    std::vector<item_gemm> e1, x1, e2, e3, d1;
+    std::vector<item_copy> dg;
+    for (int t = 0; t < nodes; ++t)
+      for (int q = f.ptr[t]; q < f.ptr[t + 1]; ++q) {
+        const int c = f.col[q], nr = d.nr[t], nc = d.nc[c], ku = d.ku[t], kv = d.kv[c];
+        const std::int64_t b = d.pair(q), ut = d.basis_at(t), vc = d.basis_at(c);
+        const std::int64_t gts = d.row_block(t) + std::int64_t(d.offr[q]) * ld;
+        const std::int64_t hst = d.row_block(c) + std::int64_t(hoff[f.mirror[q]]) * ld;
+        e1.push_back({ku, nc, nr, ut, hst, b, ld, ld, ld});
+        x1.push_back({ku, kv, nc, b, vc, b, ld, ld, ld});
+        e2.push_back({ku, nc, nr, ut, gts, b, ld, ld, ld});
+        e3.push_back({ku, nc, kv, b, vc, b, ld, ld, ld});
+        dg.push_back({nr, nc, gts, b, ld, ld});
+        d1.push_back({nr, nc, ku, ut, b, b, ld, ld, ld});
+      }
+    gemm_items(ctx_, op::transpose, op::transpose, T(1), u, hh, T(0), e.data(), e1);  // U^T H^T
+    gemm_items(ctx_, op::none, op::none, T(1), e.data(), v, T(0), x.data(), x1);      // (U^T H^T) V
+    gemm_items(ctx_, op::transpose, op::none, T(-1), u, g.data(), T(1), e.data(), e2);
+    gemm_items(ctx_, op::none, op::transpose, T(-1), x.data(), v, T(1), e.data(), e3);
+    copy_items(ctx_, g.data(), d.d.data(), dg);
+    gemm_items(ctx_, op::none, op::none, T(1), u, e.data(), T(1), d.d.data(), d1);
+    if (sym_) symmetrize(l);
+    compress_samples(l);
+    return 0;
+  }
+
+  // D_ts := (D_ts + D_st^T) / 2 for a symmetric operator: its H2 matrix is then exactly symmetric.
+  void symmetrize(int l) {
+    auto& d = lv_[l];
+    const auto& f = near_[l];
+    const int ld = d.ld;
+    buffer<T, Space> tr(ctx_, d.d.size());
+    fill(*ctx_, tr.data(), tr.size(), T(0));
+    std::vector<item_copy> items;
+    for (int t = 0; t + 1 < int(f.ptr.size()); ++t)
+      for (int q = f.ptr[t]; q < f.ptr[t + 1]; ++q)
+        items.push_back({d.nr[t], d.nc[f.col[q]], d.pair(f.mirror[q]), d.pair(q), ld, ld});
+    copy_items(ctx_, d.d.data(), tr.data(), items, op::transpose);
+    axpby_2d(*ctx_, d.d.size(), 1, T(0.5), tr.data(), d.d.size(), T(0.5), d.d.data(), d.d.size());
+  }
+
+  // The parent level's samples: Omega^ = V^T Omega, Y^ = U^T (Y - sum_s D_ts Omega_s) (and Psi^ =
+  // U^T Psi, Z^ = V^T (Z - sum_t D_ts^T Psi_t)), each child's rows after its sibling's.
+  void compress_samples(int l) {
+    auto& d = lv_[l];
+    auto& up = lv_[l - 1];
+    const auto& f = near_[l];
+    const int nodes = 1 << l, s = s_, ld = d.ld;
+    const std::int64_t qs = std::int64_t(s) * ld;
+    up.nr.assign(nodes / 2, 0), up.nc.assign(nodes / 2, 0);
+    for (int t = 0; t < nodes; ++t) up.nr[t / 2] += d.ku[t], up.nc[t / 2] += d.kv[t];
+    up.ld = 1;
+    for (int j = 0; j < nodes / 2; ++j) up.ld = std::max({up.ld, up.nr[j], up.nc[j]});
+    const std::int64_t ups = std::int64_t(s) * up.ld;
+    auto alloc = [&](buffer<T, Space>& b) {
+      b = buffer<T, Space>(ctx_, std::size_t(nodes / 2) * ups);
+      fill(*ctx_, b.data(), b.size(), T(0));
+    };
+    alloc(up.om), alloc(up.y);
+    if (!sym_) alloc(up.ps), alloc(up.z);
+    const T* u = d.u.data();
+    const T* v = sym_ ? d.u.data() : d.v.data();
+    buffer<T, Space> tmp(ctx_, std::size_t(nodes) * qs);
+    int most = 0;
+    for (int t = 0; t < nodes; ++t) most = std::max(most, f.ptr[t + 1] - f.ptr[t]);
+    // One side: out^ = B^T (out - sum op(D) in) into the parent's blocks; the sum goes one near
+    // partner at a time (one batch writes each node's block once).
+    auto side = [&](const panel& in, const panel& out, const std::vector<int>& nin, const std::vector<int>& nout,
+                    const T* bin, const std::vector<int>& kin, const T* bout, const std::vector<int>& kout, bool mirror,
+                    buffer<T, Space>& to_in, buffer<T, Space>& to_out) {
+      std::vector<item_gemm> hin, hout;
+      std::vector<item_copy> cy;
+      for (int t = 0; t < nodes; ++t) {
+        const std::int64_t parent = std::int64_t(t / 2) * ups;
+        const int oin = (t & 1) ? kin[t - 1] : 0, oout = (t & 1) ? kout[t - 1] : 0;
+        hin.push_back({kin[t], s, nin[t], d.basis_at(t), in.at[t], parent + oin, ld, in.ld, up.ld});
+        cy.push_back({nout[t], s, out.at[t], t * qs, out.ld, ld});
+        hout.push_back({kout[t], s, nout[t], d.basis_at(t), t * qs, parent + oout, ld, ld, up.ld});
+      }
+      gemm_items(ctx_, op::transpose, op::none, T(1), bin, in.base, T(0), to_in.data(), hin);
+      copy_items(ctx_, out.base, tmp.data(), cy);
+      for (int j = 0; j < most; ++j) {
+        std::vector<item_gemm> dt;
+        for (int t = 0; t < nodes; ++t) {
+          if (f.ptr[t] + j >= f.ptr[t + 1]) continue;
+          const int q = f.ptr[t] + j, c = f.col[q];
+          dt.push_back({nout[t], s, nin[c], d.pair(mirror ? f.mirror[q] : q), in.at[c], t * qs, ld, in.ld, ld});
+        }
+        gemm_items(ctx_, mirror ? op::transpose : op::none, op::none, T(-1), d.d.data(), in.base, T(1), tmp.data(), dt);
+      }
+      gemm_items(ctx_, op::transpose, op::none, T(1), bout, tmp.data(), T(0), to_out.data(), hout);
+    };
+    side(samples(l, true, false), samples(l, false, false), d.nc, d.nr, v, d.kv, u, d.ku, false, up.om, up.y);
+    if (!sym_)
+      side(samples(l, true, true), samples(l, false, true), d.nr, d.nc, u, d.ku, v, d.kv, true, up.ps, up.z);
+  }
+
+  // The root's D = Y Omega^+ (the compressed matrix of the two top nodes, whole).
+  int root() {
+    auto& d = lv_[0];
+    d.ld = std::max({1, d.nr[0], d.nc[0]});
+    near_layout(0);
+    const int p = p_.converge_samples;
+    if (s_ < d.nc[0] + p) return d.nc[0] + p;
+    buffer<T, Space> g;
+    project(0, 0, d, samples(0, true, false), d.nc, d.offr, d.wr, samples(0, false, false), d.nr, g, nullptr, nullptr);
+    d.d = std::move(g);  // node 0's block is pair 0's (nearw == nc[0] columns of ld rows)
+    if (sym_) symmetrize(0);
+    return 0;
+  }
+
+  // The H2 matrix: bases from U and V; top-down, every near pair's core C (its block of the compressed
+  // matrix one level up, in the bases) splits into its children's blocks: D + E C F^T gives the coupling
+  // blocks of the admissible children and the cores of the near ones; dense leaves are D + U C V^T.
+  h2_data<T, Space> assemble() {
+    h2_data<T, Space>& H = H_;
+    std::vector<std::vector<int>> ku(L_ + 1), kv(L_ + 1);
+    ku[0] = kv[0] = {0};
+    ranks_.assign(std::size_t(L_) + 1, 0);
+    for (int l = 1; l <= L_; ++l) {
+      ku[l] = lv_[l].ku, kv[l] = lv_[l].kv;
+      for (int t = 0; t < (1 << l); ++t) ranks_[l] = std::max({ranks_[l], ku[l][t], kv[l][t]});
+    }
+    H.rank = ranks_;
+    const auto rows = make_basis_layout(ku, ranks_), cols = make_basis_layout(kv, ranks_);
+    auto basis = [&](const std::vector<std::vector<int>>& k, const basis_layout& lay, bool col) {
+      auto B = std::make_shared<basis_tree<T, Space>>();
+      B->node_rank = k, B->orthonormal = true;
+      B->leaves = buffer<T, Space>(ctx_, std::size_t(m_) * lay.total(L_));
+      fill(*ctx_, B->leaves.data(), B->leaves.size(), T(0));
+      std::vector<item_copy> items;
+      const auto& d = lv_[L_];
+      for (int t = 0; t < (1 << L_); ++t)
+        items.push_back({d.nr[t], k[L_][t], d.basis_at(t), std::int64_t(m_) * lay.at(L_, t), d.ld, m_});
+      copy_items(ctx_, (col ? d.v : d.u).data(), B->leaves.data(), items);
+      B->transfers.resize(std::size_t(L_) + 1);
+      for (int l = 1; l <= L_; ++l) {
+        B->transfers[l] = buffer<T, Space>(ctx_, std::size_t(lay.transfers[l].back()));
+        items.clear();
+        const auto& pd = lv_[l - 1];
+        if (l > 1)
+          for (int j = 0; j < (1 << (l - 1)); ++j)
+            items.push_back({lay.stack(l, j), k[l - 1][j], pd.basis_at(j), lay.transfer(l, j), pd.ld,
+                             std::max(lay.stack(l, j), 1)});
+        if (l > 1) copy_items(ctx_, (col ? pd.v : pd.u).data(), B->transfers[l].data(), items);
+      }
+      return B;
+    };
+    H.row_basis = basis(ku, rows, false);
+    H.col_basis = sym_ ? H.row_basis : basis(kv, cols, true);
+
+    std::vector<buffer<T, Space>> C(std::size_t(L_) + 1);  // per near pair of a level, ku x kv, ld of the level
+    for (int l = 1; l <= L_; ++l) {
+      const auto& d = lv_[l];
+      const auto& pd = lv_[l - 1];
+      const auto& pf = near_[l - 1];
+      const auto& f = near_[l];
+      const auto& adm = S_.blocks().coupling[l];
+      C[l] = buffer<T, Space>(ctx_, std::size_t(f.pairs()) * d.ld * d.ld);
+      fill(*ctx_, C[l].data(), C[l].size(), T(0));
+      const auto off = H.coupling_offsets(l, rows, cols);
+      H.coupling[l] = buffer<T, Space>(ctx_, std::size_t(off.back()));
+      fill(*ctx_, H.coupling[l].data(), H.coupling[l].size(), T(0));
+      // Per parent pair (j, i) and row child a: E_a C_ji (ku(a) x kv(i)); then per child pair (a, b)
+      // its block of D_ji plus that times F_b^T, into the coupling block or the core.
+      const std::int64_t ecs = std::int64_t(d.ld) * pd.ld;
+      buffer<T, Space> ec(ctx_, std::size_t(2) * pf.pairs() * ecs);
+      std::vector<item_gemm> g1, gc, gs;
+      std::vector<item_copy> cc, cs;
+      const T* pu = l > 1 ? pd.u.data() : nullptr;
+      const T* pv = l > 1 ? (sym_ ? pd.u.data() : pd.v.data()) : nullptr;
+      for (int j = 0; j < (1 << (l - 1)); ++j)
+        for (int q = pf.ptr[j]; q < pf.ptr[j + 1]; ++q) {
+          const int i = pf.col[q];
+          for (int ha = 0; ha < 2; ++ha) {
+            const int a = 2 * j + ha, ro = ha ? d.ku[a - 1] : 0;
+            const std::int64_t et = (std::int64_t(q) * 2 + ha) * ecs;
+            if (l > 1) g1.push_back({d.ku[a], pd.kv[i], pd.ku[j], pd.basis_at(j) + ro, pd.pair(q), et, pd.ld, pd.ld, d.ld});
+            for (int hb = 0; hb < 2; ++hb) {
+              const int b = 2 * i + hb, co = hb ? d.kv[b - 1] : 0;
+              const std::int64_t src = pd.pair(q) + ro + std::int64_t(co) * pd.ld;
+              std::int64_t dst;
+              int ldd;
+              bool coupling;
+              const int blk = int(std::find(adm.col.begin() + adm.row_ptr[a], adm.col.begin() + adm.row_ptr[a + 1], b) -
+                                  adm.col.begin());
+              if (blk < adm.row_ptr[a + 1]) coupling = true, dst = off[blk], ldd = std::max(d.ku[a], 1);
+              else {
+                const int e = f.find(a, b);
+                if (e < 0) throw invalid_argument("hara: a block of the structure is neither admissible nor near");
+                coupling = false, dst = d.pair(e), ldd = d.ld;
+              }
+              (coupling ? cs : cc).push_back({d.ku[a], d.kv[b], src, dst, pd.ld, ldd});
+              if (l > 1)
+                (coupling ? gs : gc).push_back({d.ku[a], d.kv[b], pd.kv[i], et, pd.basis_at(i) + co, dst, d.ld, pd.ld, ldd});
+            }
+          }
+        }
+      copy_items(ctx_, pd.d.data(), C[l].data(), cc);
+      copy_items(ctx_, pd.d.data(), H.coupling[l].data(), cs);
+      if (l > 1) {
+        gemm_items(ctx_, op::none, op::none, T(1), pu, C[l - 1].data(), T(0), ec.data(), g1);
+        gemm_items(ctx_, op::none, op::transpose, T(1), ec.data(), pv, T(1), C[l].data(), gc);
+        gemm_items(ctx_, op::none, op::transpose, T(1), ec.data(), pv, T(1), H.coupling[l].data(), gs);
+      }
+    }
+    // Dense leaves (the leaves' near pairs, in the dense blocks' order): D + U C V^T.
+    const auto& d = lv_[L_];
+    const auto& f = near_[L_];
+    buffer<T, Space> uc(ctx_, std::size_t(f.pairs()) * d.ld * d.ld);
+    std::vector<item_gemm> g1, g2;
+    std::vector<item_copy> cd;
+    for (int a = 0; a < (1 << L_); ++a)
+      for (int q = f.ptr[a]; q < f.ptr[a + 1]; ++q) {
+        const int b = f.col[q];
+        const std::int64_t e = std::int64_t(q) * m_ * m_;
+        cd.push_back({d.nr[a], d.nc[b], d.pair(q), e, d.ld, m_});
+        g1.push_back({d.nr[a], d.kv[b], d.ku[a], d.basis_at(a), d.pair(q), d.pair(q), d.ld, d.ld, d.ld});
+        g2.push_back({d.nr[a], d.nc[b], d.kv[b], d.pair(q), d.basis_at(b), e, d.ld, d.ld, m_});
+      }
+    copy_items(ctx_, d.d.data(), H.dense.data(), cd);
+    if (L_ >= 1) {
+      gemm_items(ctx_, op::none, op::none, T(1), d.u.data(), C[L_].data(), T(0), uc.data(), g1);
+      gemm_items(ctx_, op::none, op::transpose, T(1), uc.data(), (sym_ ? d.u : d.v).data(), T(1), H.dense.data(), g2);
+    }
+    ctx_->synchronize();
+    return std::move(H_);
+  }
+
+  const sampler<T, Space>& M_;
+  context_ptr<Space> ctx_;
+  ::h2expr::structure<T> S_;
+  hara_parameters p_;
+  bool sym_;
+  h2_data<T, Space> H_;  // the result: index arrays and zero dense leaves from the start
+  std::vector<near_field> near_;
+  int L_ = 0, m_ = 1, cap_ = 512, s_ = 0;
+  index n_ = 0;
+  std::int64_t np_ = 0;
+  std::vector<int> leaf_, ranks_;
+  buffer<T, Space> omega_, y_, psi_, z_;  // np x s_ each, padded tree order
+  std::vector<level_data> lv_;
+  std::vector<hara_level_report> levels_;
+  double norm_ = 0, energy_ = 0;
+  int columns_ = 0;
+};
+
+}  // namespace h2expr::detail
