@@ -62,35 +62,49 @@ void hara_problem(const std::string& name, const point_cloud<T, D>& pts, const K
   std::fflush(stdout);
 }
 
-// A kernel on a weak structure (every block a sibling block): the one-sample-set construction that
-// hara() uses there beside the level-by-level one it used before (called directly), at 1e-4.
+// hara's two constructions on one operator at 1e-4, each called directly (hara() picks one by the
+// structure): a row per construction with samples, time, sampling time, error and ranks.
 template <class Space>
-void weak_structures(int max_log_n) {
-  std::printf("\n## 2D exp(-r/0.1) on a weak structure (leaf 64, Chebyshev 8), 1e-4: one sample set vs level by level\n\n"
-              "| n | construction | samples | time (s) | sampling (s) | err F | ranks per level |\n"
-              "|---|---|---|---|---|---|---|\n");
+void compare_constructions(const std::string& name, const sampler<double, Space>& M, const ::h2expr::structure<double>& S) {
+  for (int level_by_level = 0; level_by_level < 2; ++level_by_level) {
+    const detail::hara_parameters par{1e-4, 0, 32, 10, 0x853c49e6748fea9bull};
+    std::vector<detail::hara_level_report> levels;
+    h2_matrix<double, Space> P;
+    const auto t0 = std::chrono::steady_clock::now();
+    if (level_by_level) P.data() = detail::hara_builder<double, Space>(M, S, par).run(levels, nullptr);
+    else P.data() = detail::one_sample_set_builder<double, Space>(M, S, par, detail::near_fields(S.blocks())).run(levels, nullptr);
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    int samples = 0;
+    double sampling = 0;
+    for (const auto& l : levels) samples += l.samples, sampling += l.seconds_sampling;
+    std::string ranks;
+    for (int r : P.ranks()) ranks += std::to_string(r) + " ";
+    std::printf("| %s | %lld | %s | %d | %.2f | %.2f | %.1e | %.1f | %s|\n", name.c_str(), (long long)S.rows(),
+                level_by_level ? "level by level" : "one sample set", samples, t, sampling,
+                detail::probe(as_sampler(P), M, 10, 99).frobenius, P.memory_bytes() * 1e-6, ranks.c_str());
+    std::fflush(stdout);
+  }
+}
+
+inline void constructions_header(const char* title) {
+  std::printf("\n## %s\n\n| problem | n | construction | samples | time (s) | sampling (s) | err F | MB | ranks per level |\n"
+              "|---|---|---|---|---|---|---|---|---|\n", title);
+}
+
+// TARGETS.md's 2D problem (A and A * A), then a 2D kernel on a weak structure for n = 2^12..2^max_log_n.
+template <class Space>
+void both_constructions(int max_log_n) {
+  constructions_header("Both constructions at 1e-4: TARGETS.md's 2D problem (leaf 64, eta 1, Chebyshev 8)");
+  auto A = h2_matrix<double, Space>::from_kernel(point_cloud<double, 2>::grid({256, 256}), kernels::exponential{0.1},
+                                                 {.leaf_size = 64, .eta = 1.0, .cheb_points = 8});
+  compare_constructions<Space>("TARGETS 2D, A", as_sampler(A), A.structure());
+  compare_constructions<Space>("TARGETS 2D, A * A", as_sampler(A * A), A.structure());
+  constructions_header("Both constructions at 1e-4: 2D exp(-r/0.1) on a weak structure (leaf 64, Chebyshev 8)");
   for (int logn = 12; logn <= max_log_n; logn += 2) {
     const int g = 1 << (logn / 2);
-    auto A = h2_matrix<double, Space>::from_kernel(point_cloud<double, 2>::grid({g, g}), kernels::exponential{0.1},
+    auto W = h2_matrix<double, Space>::from_kernel(point_cloud<double, 2>::grid({g, g}), kernels::exponential{0.1},
                                                    {.leaf_size = 64, .cheb_points = 8, .weak_admissibility = true});
-    const auto M = as_sampler(A);
-    for (int level_by_level = 0; level_by_level < 2; ++level_by_level) {
-      const detail::hara_parameters par{1e-4, 0, 32, 10, 0x853c49e6748fea9bull};
-      std::vector<detail::hara_level_report> levels;
-      h2_matrix<double, Space> P;
-      const auto t0 = std::chrono::steady_clock::now();
-      if (level_by_level) P.data() = detail::hara_builder<double, Space>(M, A.structure(), par).run(levels, nullptr);
-      else P.data() = detail::one_sample_set_builder<double, Space>(M, A.structure(), par, detail::near_fields(A.structure().blocks())).run(levels, nullptr);
-      const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      int samples = 0;
-      double sampling = 0;
-      for (const auto& l : levels) samples += l.samples, sampling += l.seconds_sampling;
-      std::string ranks;
-      for (int r : P.ranks()) ranks += std::to_string(r) + " ";
-      std::printf("| %d | %s | %d | %.2f | %.2f | %.1e | %s|\n", g * g, level_by_level ? "level by level" : "one sample set",
-                  samples, t, sampling, detail::probe(as_sampler(P), M, 10, 99).frobenius, ranks.c_str());
-      std::fflush(stdout);
-    }
+    compare_constructions<Space>("2D weak", as_sampler(W), W.structure());
   }
 }
 
@@ -106,20 +120,20 @@ void structure_report(const std::string& name, const ::h2expr::structure<T>& S) 
   std::printf("\n### %s: n = %lld, depth %d\n\n", name.c_str(), (long long)S.rows(), L);
   std::printf("| level | nodes | admissible / row (max, avg) | near / row (max) | candidates / row (max) | colours |\n"
               "|-------|-------|-----------------------------|------------------|------------------------|---------|\n");
-  std::vector<std::vector<int>> near(1, std::vector<int>{0});  // near[t]: inadmissible partners of t
+  const auto near = detail::near_fields(mt);  // what the one-sample-set construction nulls out
+  if (near.empty()) return;
   for (int l = 1; l <= L; ++l) {
     const int nodes = 1 << l;
     const auto& lv = mt.coupling[l];
-    std::vector<std::vector<int>> cand(nodes), next(nodes);
+    const auto& up = near[l - 1];
+    std::vector<std::vector<int>> cand(nodes);  // children of the parent's near field
     int amax = 0, nmax = 0, cmax = 0;
     double asum = 0;
     for (int t = 0; t < nodes; ++t) {
-      for (int p : near[t / 2]) cand[t].push_back(2 * p), cand[t].push_back(2 * p + 1);
-      std::vector<int> adm(lv.col.begin() + lv.row_ptr[t], lv.col.begin() + lv.row_ptr[t + 1]);
-      for (int c : cand[t])
-        if (std::find(adm.begin(), adm.end(), c) == adm.end()) next[t].push_back(c);
-      amax = std::max(amax, int(adm.size())), asum += adm.size();
-      nmax = std::max(nmax, int(next[t].size())), cmax = std::max(cmax, int(cand[t].size()));
+      for (int e = up.ptr[t / 2]; e < up.ptr[t / 2 + 1]; ++e) cand[t].push_back(2 * up.col[e]), cand[t].push_back(2 * up.col[e] + 1);
+      const int adm = lv.row_ptr[t + 1] - lv.row_ptr[t];
+      amax = std::max(amax, adm), asum += adm;
+      nmax = std::max(nmax, near[l].ptr[t + 1] - near[l].ptr[t]), cmax = std::max(cmax, int(cand[t].size()));
     }
     // Greedy colouring of the graph in which two clusters conflict when one row has both as candidates.
     std::vector<std::vector<int>> adj(nodes);
@@ -138,7 +152,6 @@ void structure_report(const std::string& name, const ::h2expr::structure<T>& S) 
       colour[t] = c, colours = std::max(colours, c + 1);
     }
     std::printf("| %5d | %5d | %12d, %12.1f | %16d | %22d | %7d |\n", l, nodes, amax, asum / nodes, nmax, cmax, colours);
-    near = std::move(next);
   }
   std::printf("\nLeaves: at most %d dense blocks per row (a near field of %d rows at leaf size %d).\n", [&] {
     int d = 0;
@@ -159,7 +172,7 @@ void run_hara_benchmarks(int max_log_n, int reference) {
     const build_options sb{.leaf_size = 64, .eta = 1.0};
     structure_report("TARGETS 2D, 256 x 256", ::h2expr::structure<double>::from_points(point_cloud<double, 2>::grid({256, 256}), sb));
     structure_report("TARGETS 3D, 40 x 40 x 40", ::h2expr::structure<double>::from_points(point_cloud<double, 3>::grid({40, 40, 40}), sb));
-    if (reference == 1) weak_structures<Space>(16);
+    if (reference == 1) both_constructions<Space>(16);
   }
   if (reference == 1) {
     std::printf("\n## Reference problem (TARGETS.md): 2D exp(-r/0.1), 256 x 256 grid, leaf 64, eta 1, Chebyshev 8.\n"

@@ -22,9 +22,9 @@
 // largest leaf near field + p + block_size / 2 and grows by block_size (or to what a node showed it
 // needs), sampling only the new columns, until that holds everywhere.
 #include <h2expr/detail/hara.hpp>
+#include <h2expr/detail/items.hpp>
 
 #include <numeric>
-#include <optional>
 
 namespace h2expr::detail {
 
@@ -300,7 +300,7 @@ class one_sample_set_builder {
         yq.push_back({nout[t], nin[t], s, y.at[t], qt, d.row_block(t), y.ld, s, ld});
       }
       copy_items(ctx_, om.base, q.data(), tr, op::transpose);
-      qr_items(q.data(), qo, std::vector<int>(qo.size(), s), qn, s, r.data(), ro, nw);  // Omega_N^T = Q R
+      qr_items(ctx_, q.data(), qo, std::vector<int>(qo.size(), s), qn, s, r.data(), ro, nw);  // Omega_N^T = Q R
       gemm_items(ctx_, op::none, op::none, T(1), y.base, q.data(), T(0), g.data(), yq);  // Y Q
       // G := (Y Q) R^{-T}: Omega_N^+ = Q R^{-T}.
       std::vector<int> tm, tn, tla, tlb;
@@ -348,7 +348,7 @@ class one_sample_set_builder {
     }
     gemm_items(ctx_, op::transpose, op::none, T(1), q.data(), P.data(), T(0), X.data(), qp);  // Q^T Gamma
     gemm_items(ctx_, op::none, op::none, T(-1), q.data(), X.data(), T(1), P.data(), qx);     // Gamma - Q Q^T Gamma
-    qr_items(P.data(), po, std::vector<int>(po.size(), s), pn, s, rp.data(), pr, wd);
+    qr_items(ctx_, P.data(), po, std::vector<int>(po.size(), s), pn, s, rp.data(), pr, wd);
     gemm_items(ctx_, op::none, op::none, T(1), y.base, P.data(), T(0), basis.data(), yp);  // W = Y P
 
     // Left singular vectors of W1 (nout x (w - p)) in place.
@@ -403,18 +403,6 @@ class one_sample_set_builder {
           for (int j = 0; j < p; ++j) rest += double(ct[std::size_t(j) * ld + k - 1]) * double(ct[std::size_t(j) * ld + k - 1]);
       }
     }
-  }
-
-  // In-place thin QRs of the items at A + ao[i] (m[i] x n[i], ld lda), R at R + ro[i] (ld ldr).
-  void qr_items(T* A, const std::vector<std::int64_t>& ao, const std::vector<int>& m, const std::vector<int>& n, int lda,
-                T* R, const std::vector<std::int64_t>& ro, int ldr) {
-    if (ao.empty()) return;
-    const int cnt = int(ao.size());
-    buffer<int, Space> sz(ctx_, concatenate<int>({m, n, std::vector<int>(cnt, lda), std::vector<int>(cnt, ldr)}));
-    auto pa = pointers(ctx_, A, ao), pr = pointers(ctx_, R, ro);
-    qr_vbatched(*ctx_, sz.data(), sz.data() + cnt, pa.data(), sz.data() + 2 * cnt, pr.data(), sz.data() + 3 * cnt, cnt,
-                *std::max_element(m.begin(), m.end()), *std::max_element(n.begin(), n.end()));
-    ctx_->synchronize();
   }
 
   // Node ranks: the smallest k whose held-out error fits the node's share of the budget, less what

@@ -102,4 +102,24 @@ void copy_items(const context_ptr<Space>& ctx, const T* src, T* dst, std::vector
   ctx->synchronize();
 }
 
+// In-place thin QRs (qr_vbatched) of the items at A + ao[i] (m[i] x n[i], ld lda), R at R + ro[i]
+// (ld ldr), from one upload of sizes and offsets.
+template <class T, class Space>
+void qr_items(const context_ptr<Space>& ctx, T* A, const std::vector<std::int64_t>& ao, const std::vector<int>& m,
+              const std::vector<int>& n, int lda, T* R, const std::vector<std::int64_t>& ro, int ldr) {
+  if (ao.empty()) return;
+  const int count = int(ao.size());
+  std::vector<std::int64_t> o(ao);
+  o.insert(o.end(), ro.begin(), ro.end());
+  std::vector<int> s(m);
+  s.insert(s.end(), n.begin(), n.end());
+  s.insert(s.end(), std::size_t(count), lda);
+  s.insert(s.end(), std::size_t(count), ldr);
+  items_detail::marshaled<T, Space> mk(ctx, s, o, {A, R});
+  const int* sz = mk.sizes.data();
+  qr_vbatched(*ctx, sz, sz + count, mk.ptr.data(), sz + 2 * count, mk.ptr.data() + count, sz + 3 * count, count,
+              *std::max_element(m.begin(), m.end()), *std::max_element(n.begin(), n.end()));
+  ctx->synchronize();
+}
+
 }  // namespace h2expr::detail
