@@ -8,6 +8,7 @@
 
 #include "instances/h2_matrix.hpp"
 
+#include <algorithm>
 #include <numeric>
 #include <vector>
 
@@ -43,6 +44,33 @@ TEST(host_pool, large_blocks_are_reused_and_small_ones_are_not_cached) {
   {
     buffer<double, host> big(ctx, 3 * n);  // more than a quarter larger than any cached block: fresh
     EXPECT_EQ(ctx->cached_bytes(), std::size_t(12) << 20);
+  }
+  ctx->release_cached();
+  EXPECT_EQ(ctx->cached_bytes(), 0u);
+}
+
+TEST(host_pool, a_larger_cached_block_is_split_and_freed_neighbours_merge) {
+  if (!H2EXPR_HOST_POOL || !host_pool::splits) GTEST_SKIP() << "no cache, or blocks are not split here";
+  auto ctx = std::make_shared<context<host>>();
+  const std::size_t mb = (std::size_t(1) << 20) / sizeof(double);
+  const double* first = nullptr;
+  { first = buffer<double, host>(ctx, 12 * mb).data(); }
+  EXPECT_EQ(ctx->cached_bytes(), std::size_t(12) << 20);
+  {
+    // The front of the cached block, then the next part (5 MB: three huge pages).
+    buffer<double, host> b(ctx, 4 * mb), c(ctx, 5 * mb);
+    EXPECT_EQ(b.data(), first);
+    EXPECT_EQ(c.data(), first + 4 * mb);
+    EXPECT_EQ(ctx->cached_bytes(), std::size_t(2) << 20);
+    std::fill(c.data(), c.data() + 5 * mb, 1.0);  // writable to the end of its part
+    std::fill(b.data(), b.data() + 4 * mb, 2.0);
+    EXPECT_EQ(c.data()[0], 1.0);
+  }
+  EXPECT_EQ(ctx->cached_bytes(), std::size_t(12) << 20);
+  {
+    buffer<double, host> d(ctx, 12 * mb);  // the parts merged back into one block
+    EXPECT_EQ(d.data(), first);
+    EXPECT_EQ(ctx->cached_bytes(), 0u);
   }
   ctx->release_cached();
   EXPECT_EQ(ctx->cached_bytes(), 0u);
