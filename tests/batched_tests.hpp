@@ -4,6 +4,8 @@
 #include <h2expr/detail/block_batch.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
 #include <sstream>
 #include <vector>
@@ -381,7 +383,8 @@ TYPED_TEST_P(batched_test, trsm_all_variants) {
           std::vector<int> ms, ns;
           const int mu = 17, nu = 6;
           for (int i = 0; i < count; ++i) {
-            const int m = r.uniform_int(1, 50), n = r.uniform_int(1, 50), k = s == side::left ? m : n;
+            // Up to 150: the host solves triangles above 64 in blocks of 64.
+            const int m = r.uniform_int(1, 150), n = r.uniform_int(1, 150), k = s == side::left ? m : n;
             // Well conditioned also with a unit diagonal: off-diagonal entries of size 1/k.
             dense<T> t = r.template normal<T>(k, k) / T(k);
             t.diagonal().array() = t.diagonal().array().abs() + T(1);
@@ -423,6 +426,22 @@ TYPED_TEST_P(batched_test, trsm_all_variants) {
           auto xu = read_batch(BU);
           for (int i = 0; i < count; ++i) EXPECT_LT(relative_error(xu[i], reference(au[i], buv[i])), tol<T>(50));
         }
+}
+
+TYPED_TEST_P(batched_test, sum_of_squares_matches_the_reference) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  rng r(23);
+  for (int n : {0, 1, 1000, 3000001}) {
+    const dense<T> v = r.template normal<T>(n, 1);
+    buffer<T, Space> b(default_context<Space>(), std::vector<T>(v.data(), v.data() + n));
+    const double want = v.template cast<double>().squaredNorm();
+    EXPECT_NEAR(detail::sum_of_squares(this->ctx(), b.data(), std::size_t(n)), want, 1e-12 * std::max(want, 1.0)) << n;
+  }
+  std::vector<T> bad(1000, T(1));
+  bad[777] = std::numeric_limits<T>::quiet_NaN();
+  buffer<T, Space> b(default_context<Space>(), bad);
+  EXPECT_FALSE(std::isfinite(detail::sum_of_squares(this->ctx(), b.data(), bad.size())));
 }
 
 TYPED_TEST_P(batched_test, random_fills_are_reproducible_per_item) {
@@ -698,6 +717,7 @@ TYPED_TEST_P(batched_test, bsr_gemm_uniform_and_per_node_shapes) {
 REGISTER_TYPED_TEST_SUITE_P(batched_test, gemm_uniform_pointer_arrays_and_strided, gemm_large_items, gemm_nonuniform_sizes, qr_thin,
                             qr_column_pivoted_reveals_rank, svd_thin, cholesky_factors_and_reports_failures,
                             cholesky_of_float_data_computes_in_double, trsm_all_variants,
+                            sum_of_squares_matches_the_reference,
                             random_fills_are_reproducible_per_item, marshaling_builds_pointer_arrays,
                             cholesky_qr_orthonormalizes_and_drops_dependent_columns,
                             bsr_gemm_uniform_and_per_node_shapes, svd_right_resolves_the_values_above_a_threshold);

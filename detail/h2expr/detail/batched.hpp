@@ -14,7 +14,7 @@
 //   marshal_strided / marshal_offsets    pointer arrays of batch items
 //   bsr_gemm         block-sparse rows times a block vector (coupling and dense phases of HGEMV)
 //   gather_rows / scatter_rows           user order <-> padded tree order
-//   evaluate_blocks / all_finite         kernel entries of many blocks; finiteness checks
+//   evaluate_blocks / all_finite / sum_of_squares   kernel entries of many blocks; finiteness, norms
 // The host backend is the reference semantics; the CUDA backend matches it (see tests/).
 #include <h2expr/detail/blas_types.hpp>
 #include <h2expr/detail/host/bsr.hpp>

@@ -45,6 +45,22 @@ __global__ void find_non_finite(const T* data, std::size_t n, int* found) {
     if (!isfinite(data[i])) *found = 1;
 }
 
+// *sum += the squares of the entries (in double), a block's partial sum at a time.
+template <class T>
+__global__ void sum_of_squares(const T* data, std::size_t n, double* sum) {
+  __shared__ double part[256];
+  double s = 0;
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+    s += double(data[i]) * double(data[i]);
+  part[threadIdx.x] = s;
+  __syncthreads();
+  for (unsigned w = blockDim.x / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) atomicAdd(sum, part[0]);
+}
+
 }  // namespace h2expr::detail::kernels
 
 namespace h2expr::detail {
@@ -92,6 +108,27 @@ bool all_finite(context<cuda>& c, const T* data, std::size_t n) {
   }
   H2EXPR_CUDA(cudaFreeAsync(flag, c.stream()));
   return found == 0;
+}
+
+template <class T>
+double sum_of_squares(context<cuda>& c, const T* data, std::size_t n) {
+  if (n == 0) return 0;
+  double* sum = nullptr;
+  H2EXPR_CUDA(cudaMallocAsync(&sum, sizeof(double), c.stream()));
+  double result = 0;
+  try {
+    H2EXPR_CUDA(cudaMemsetAsync(sum, 0, sizeof(double), c.stream()));
+    const unsigned blocks = unsigned(std::min<std::size_t>((n + 255) / 256, 8192));
+    kernels::sum_of_squares<<<blocks, 256, 0, c.stream()>>>(data, n, sum);
+    H2EXPR_CUDA_LAUNCHED();
+    H2EXPR_CUDA(cudaMemcpyAsync(&result, sum, sizeof(double), cudaMemcpyDeviceToHost, c.stream()));
+    c.synchronize();
+  } catch (...) {
+    (void)cudaFreeAsync(sum, c.stream());
+    throw;
+  }
+  H2EXPR_CUDA(cudaFreeAsync(sum, c.stream()));
+  return result;
 }
 
 }  // namespace h2expr::detail

@@ -56,4 +56,13 @@ bool all_finite(context<host>&, const T* data, std::size_t n) {
   return ok;
 }
 
+// The sum of the squares of the entries, in double (NaN or infinite when an entry is).
+template <class T>
+double sum_of_squares(context<host>&, const T* data, std::size_t n) {
+  double sum = 0;
+#pragma omp parallel for reduction(+ : sum) schedule(static)
+  for (std::int64_t i = 0; i < std::int64_t(n); ++i) sum += double(data[i]) * double(data[i]);
+  return sum;
+}
+
 }  // namespace h2expr::detail
