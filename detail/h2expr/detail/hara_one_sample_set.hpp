@@ -18,13 +18,16 @@
 // Then top-down every near pair's core C (its block of the compressed matrix, in the bases) splits
 // into its children's blocks: D + E C F^T is the coupling block of an admissible child pair and the
 // core of a near one; a dense leaf is D + U C V^T. The bases come out orthonormal and nested, each node
-// at its own rank. Every node needs s >= (near rows) + k_t + p (p = converge_samples): s starts at the
-// largest leaf near field + p + block_size / 2 and grows by block_size (or to what a node showed it
-// needs), sampling only the new columns, until that holds everywhere.
+// at its own rank. Every node needs s >= 1.5 (near rows) + k_t + p (p = converge_samples; the margin
+// keeps Omega_N well conditioned, so that its Gram matrix's Cholesky factor replaces a QR, and the
+// leak through Omega_N^+ small): s starts at what the leaves need and grows to what the first short
+// level asks for (block_size more when a node's rank did not fit), sampling only the new columns;
+// levels already built keep their bases and near blocks and only compress the new columns upward.
 #include <h2expr/detail/hara.hpp>
 #include <h2expr/detail/items.hpp>
 
 #include <numeric>
+#include <type_traits>
 
 namespace h2expr::detail {
 
@@ -110,7 +113,7 @@ class one_sample_set_builder {
     double sampling = 0;
     int s = m_ + p_.converge_samples + (p_.block_size + 1) / 2;
     for (int a = 0; a < (1 << L_); ++a)  // the leaves' near field, at least
-      s = std::max(s, near_rows_of_leaf(a) + p_.converge_samples + (p_.block_size + 1) / 2);
+      s = std::max(s, margin(near_rows_of_leaf(a)) + p_.converge_samples + (p_.block_size + 1) / 2);
     for (int round = 0;; ++round) {
       const auto ts = clock::now();
       sample(s, round);
@@ -156,6 +159,12 @@ class one_sample_set_builder {
   using clock = std::chrono::steady_clock;
   static double since(clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); }
 
+  // The samples a node with nin near-field rows needs besides its rank: half as many again. Its near
+  // blocks come from Y Omega_N^+, which carries the far field's truncation tail times ||Omega_N^+||_F^2
+  // = nin / (s - nin - 1) (a Gaussian's), and its Gram matrix squares Omega_N's condition number: both
+  // stay small (3, 100) at this margin. With only rank + p more (the paper's count) the top levels'
+  // tails leaked 80-fold, their ranks grew, and so did the samples their parents needed.
+  static int margin(int nin) { return nin + nin / 2; }
   int near_rows_of_leaf(int a) const {
     int r = 0;
     for (int e = near_[L_].ptr[a]; e < near_[L_].ptr[a + 1]; ++e) r += leaf_[near_[L_].col[e]];
@@ -185,23 +194,29 @@ class one_sample_set_builder {
     std::int64_t basis_at(int t) const { return t * basis_stride(); }
   };
 
-  // Columns s_ .. s - 1 of Omega, Y (and Psi, Z), in padded tree order; the earlier ones are kept.
+  // Columns s_ .. s - 1 of Omega, Y (and Psi, Z), in padded tree order; the earlier ones are kept. The
+  // panels grow to twice what is asked, so that a round or two more need no copy: room never written
+  // costs no memory (its pages are faulted in when written).
   void sample(int s, int round) {
     auto& c = *ctx_;
     const int w = s - s_;
-    auto grow = [&](buffer<T, Space>& b) {
-      buffer<T, Space> g(ctx_, std::size_t(np_) * s);
-      if (s_ > 0) copy(c, b.data(), g.data(), std::size_t(np_) * s_);
-      b = std::move(g);
-    };
+    if (s > room_) {
+      room_ = 2 * s;
+      auto grow = [&](buffer<T, Space>& b) {
+        buffer<T, Space> g(ctx_, std::size_t(np_) * room_);
+        if (s_ > 0) copy(c, b.data(), g.data(), std::size_t(np_) * s_);
+        b = std::move(g);
+      };
+      grow(omega_), grow(y_);
+      if (!sym_) grow(psi_), grow(z_);
+    }
     const int* map = H_.arrays->padded_to_user.data();
     auto draw = [&](buffer<T, Space>& in, buffer<T, Space>& out, bool transpose, std::uint64_t seed) {
-      grow(in), grow(out);
       auto X = matrix<T, Space>::random(n_, w, seed, ctx_);
       auto Y = matrix<T, Space>::uninitialized(n_, w, ctx_);
       if (transpose) M_.apply_transpose(X.view(), Y.view());
       else M_.apply(X.view(), Y.view());
-      const double sum = to_dense(Y).template cast<double>().squaredNorm();
+      const double sum = sum_of_squares(c, Y.data(), std::size_t(n_) * w);
       require<non_finite_value>(std::isfinite(sum), "hara: the operator's products are not finite");
       energy_ += sum, columns_ += w;
       gather_rows(c, map, np_, X.data(), n_, in.data() + std::size_t(np_) * s_, np_, w);
@@ -211,7 +226,7 @@ class one_sample_set_builder {
     const std::uint64_t seed = splitmix64(p_.seed + 0x9e3779b97f4a7c15ull * std::uint64_t(round + 1));
     draw(omega_, y_, false, seed);
     if (!sym_) draw(psi_, z_, true, splitmix64(seed ^ 0x5851f42d4c957f2dull));
-    s_ = s;
+    prev_ = s_, s_ = s;
     norm_ = std::sqrt(energy_ / std::max(columns_, 1));
   }
 
@@ -229,20 +244,24 @@ class one_sample_set_builder {
     }
   }
 
-  // The whole bottom-up pass on the current samples: 0 when every node had enough of them, else the
-  // sample count the first short level asks for.
+  // The bottom-up pass on the current samples: 0 when every node had enough of them, else the sample
+  // count the first short level asks for. Levels that an earlier round finished keep their bases and
+  // near blocks (functions of the samples they saw; new Gaussian columns are independent of them):
+  // they only compress the new columns for their parents.
   int build() {
-    lv_.clear();
-    lv_.resize(std::size_t(L_) + 1);
-    levels_.assign(std::size_t(L_) + 1, hara_level_report{});
-    auto& leaves = lv_[L_];
-    leaves.nr = leaves.nc = leaf_;
-    leaves.ld = m_;
+    if (lv_.empty()) {
+      lv_.resize(std::size_t(L_) + 1);
+      levels_.assign(std::size_t(L_) + 1, hara_level_report{});
+      lv_[L_].nr = lv_[L_].nc = leaf_;
+      lv_[L_].ld = m_;
+      done_ = L_ + 1;
+    }
     for (int l = L_; l >= 1; --l) {
       const auto t0 = clock::now();
-      const int need = level(l);
-      levels_[l].seconds_ara = since(t0);
+      const int need = l >= done_ ? (compress_samples(l, prev_), 0) : level(l);
+      levels_[l].seconds_ara += since(t0);
       if (need) return need;
+      done_ = std::min(done_, l);
     }
     return root();
   }
@@ -265,16 +284,20 @@ class one_sample_set_builder {
   }
 
   // For each node t, with Omega_N its near field's rows of `om` stacked (rows[s] rows of partner s, at
-  // `off` of the pair): G = Y Omega_N^+ (nout x nin at g + row_block(t)) and, when `basis` is given, the
-  // samples W = Y P (nout x w) for an orthonormal P (s x w) in the null space of Omega_N: the first w - p
-  // columns give the basis (their left singular vectors, in place), the last p, independent of them,
-  // measure what each truncation of it leaves out (`check`). Nodes go in batches that bound the scratch.
+  // `off` of the pair) and q = Omega_N^T (s x nin): G = Y Omega_N^+ = (Y q) (q^T q)^{-1} (nout x nin at
+  // g + row_block(t)) and, when `basis` is given, the samples W = Y P for an orthonormal P (s x w) in
+  // the null space of Omega_N: the first w - p columns give the basis (their left singular vectors, in
+  // place), the last p, independent of them, measure what each truncation of it leaves out (`check`).
+  // The Gram matrix q^T q = L L^T (its Cholesky factor) squares q's condition number, which the margin
+  // of s over nin keeps small (a Gaussian s x nin with s >= 1.5 nin: below 10); then every step is a
+  // product or a triangular solve, at half a Householder QR's work, and no Q is formed. Nodes go in
+  // batches that bound the scratch.
   void project(int l, int which, const level_data& d, const panel& om, const std::vector<int>& rows,
                const std::vector<int>& off, const std::vector<int>& nin, const panel& y, const std::vector<int>& nout,
                buffer<T, Space>& g, buffer<T, Space>* basis, std::vector<double>* check) {
     const auto& f = near_[l];
     const int nodes = int(nin.size()), ld = d.ld, nw = d.nearw, s = s_, p = p_.converge_samples, wd = d.width();
-    const std::int64_t qs = std::int64_t(s) * nw, ps = std::int64_t(s) * wd;
+    const std::int64_t qs = std::int64_t(s) * nw, ps = std::int64_t(s) * wd, gs = std::int64_t(nw) * nw;
     g = buffer<T, Space>(ctx_, std::size_t(nodes) * ld * nw);
     fill(*ctx_, g.data(), g.size(), T(0));
     if (basis) {
@@ -282,72 +305,75 @@ class one_sample_set_builder {
       fill(*ctx_, basis->data(), basis->size(), T(0));
       check->assign(std::size_t(nodes) * (ld + 1), 0.0);
     }
-    const std::size_t per_node = std::size_t(qs + ps) + std::size_t(nw) * nw + std::size_t(wd) * (wd + nw) +
-                                 std::size_t(ld + p) * p;
+    const std::size_t per_node = std::size_t(qs + ps + gs) + std::size_t(nw) * wd + std::size_t(ld + p) * p;
     const int batch = int(std::clamp<std::size_t>((std::size_t(256) << 20) / sizeof(T) / per_node, 1, nodes));
     for (int t0 = 0; t0 < nodes; t0 += batch) {
       const int t1 = std::min(nodes, t0 + batch), cnt = t1 - t0;
-      buffer<T, Space> q(ctx_, std::size_t(cnt) * qs), r(ctx_, std::size_t(cnt) * nw * nw);
+      buffer<T, Space> q(ctx_, std::size_t(cnt) * qs), a(ctx_, std::size_t(cnt) * gs);
       std::vector<item_copy> tr;
-      std::vector<item_gemm> yq;
-      std::vector<int> qn;
-      std::vector<std::int64_t> qo, ro;
+      std::vector<item_gemm> gram, yq;
+      std::vector<item_trsm> solve;
+      std::vector<int> an;
+      std::vector<std::int64_t> ao;
       for (int t = t0; t < t1; ++t) {
-        const std::int64_t qt = (t - t0) * qs;
+        const std::int64_t qt = (t - t0) * qs, at = (t - t0) * gs;
         for (int e = f.ptr[t]; e < f.ptr[t + 1]; ++e)
           tr.push_back({s, rows[f.col[e]], om.at[f.col[e]], qt + std::int64_t(off[e]) * s, om.ld, s});
-        if (nin[t] > 0) qn.push_back(nin[t]), qo.push_back(qt), ro.push_back(std::int64_t(t - t0) * nw * nw);
+        if (nin[t] > 0) an.push_back(nin[t]), ao.push_back(at);
+        for (int e = f.ptr[t]; e < f.ptr[t + 1]; ++e)  // the lower triangle, a partner's columns at a time
+          gram.push_back({nin[t] - off[e], rows[f.col[e]], s, qt + std::int64_t(off[e]) * s, qt + std::int64_t(off[e]) * s,
+                          at + off[e] + std::int64_t(off[e]) * nw, s, s, nw});
         yq.push_back({nout[t], nin[t], s, y.at[t], qt, d.row_block(t), y.ld, s, ld});
+        solve.push_back({nout[t], nin[t], at, d.row_block(t), nw, ld});
       }
       copy_items(ctx_, om.base, q.data(), tr, op::transpose);
-      qr_items(ctx_, q.data(), qo, std::vector<int>(qo.size(), s), qn, s, r.data(), ro, nw);  // Omega_N^T = Q R
-      gemm_items(ctx_, op::none, op::none, T(1), y.base, q.data(), T(0), g.data(), yq);  // Y Q
-      // G := (Y Q) R^{-T}: Omega_N^+ = Q R^{-T}.
-      std::vector<int> tm, tn, tla, tlb;
-      std::vector<std::int64_t> ta, tb;
-      for (int t = t0; t < t1; ++t)
-        if (nin[t] > 0 && nout[t] > 0)
-          tm.push_back(nout[t]), tn.push_back(nin[t]), tla.push_back(nw), tlb.push_back(ld),
-              ta.push_back(std::int64_t(t - t0) * nw * nw), tb.push_back(d.row_block(t));
-      if (!ta.empty()) {
-        const int k = int(ta.size());
-        buffer<int, Space> sz(ctx_, concatenate<int>({tm, tn, tla, tlb}));
-        auto pa = pointers(ctx_, r.data(), ta), pb = pointers(ctx_, g.data(), tb);
-        trsm_vbatched(*ctx_, side::right, uplo::upper, op::transpose, diag::non_unit, sz.data(), sz.data() + k, T(1),
-                      (const T* const*)pa.data(), sz.data() + 2 * k, pb.data(), sz.data() + 3 * k, k,
-                      *std::max_element(tm.begin(), tm.end()), *std::max_element(tn.begin(), tn.end()));
-        ctx_->synchronize();
-      }
-      if (basis) basis_samples(l, which, d, q, t0, t1, nin, y, nout, *basis, *check);
+      gemm_items(ctx_, op::transpose, op::none, T(1), q.data(), q.data(), T(0), a.data(), gram);  // q^T q
+      const int bad = potrf_items(ctx_, a.data(), ao, an, nw);
+      if (bad >= 0)
+        throw numerical_failure("h2expr: hara: level " + std::to_string(l) + ": the samples of a near field (" +
+                                std::to_string(an[bad]) + " rows) are numerically dependent");
+      gemm_items(ctx_, op::none, op::none, T(1), y.base, q.data(), T(0), g.data(), yq);  // Y q
+      trsm_items(ctx_, side::right, uplo::lower, op::transpose, diag::non_unit, T(1), a.data(), g.data(), solve);
+      trsm_items(ctx_, side::right, uplo::lower, op::none, diag::non_unit, T(1), a.data(), g.data(), solve);
+      if (basis) basis_samples(l, which, d, q, a, t0, t1, nin, y, nout, *basis, *check);
     }
   }
 
-  // W = Y P for nodes t0..t1 (P: Gaussian columns with their Q part removed, orthonormalized), the
-  // SVD of its first w - p columns in place, and the held-out estimates of every truncation.
-  void basis_samples(int l, int which, const level_data& d, const buffer<T, Space>& q, int t0, int t1,
-                     const std::vector<int>& nin, const panel& y, const std::vector<int>& nout, buffer<T, Space>& basis,
-                     std::vector<double>& check) {
-    const int cnt = t1 - t0, ld = d.ld, s = s_, p = p_.converge_samples, wd = d.width();
-    const std::int64_t qs = std::int64_t(s) * d.nearw, ps = std::int64_t(s) * wd;
-    buffer<T, Space> P(ctx_, std::size_t(cnt) * ps), X(ctx_, std::size_t(cnt) * d.nearw * wd),
+  // W = Y P for nodes t0..t1 (P: Gaussian columns with their part in range(q) removed, twice, then
+  // orthonormalized), the SVD of its first w - p columns in place, and the held-out estimates of every
+  // truncation.
+  void basis_samples(int l, int which, const level_data& d, const buffer<T, Space>& q, const buffer<T, Space>& a,
+                     int t0, int t1, const std::vector<int>& nin, const panel& y, const std::vector<int>& nout,
+                     buffer<T, Space>& basis, std::vector<double>& check) {
+    const int cnt = t1 - t0, ld = d.ld, s = s_, p = p_.converge_samples, wd = d.width(), nw = d.nearw;
+    const std::int64_t qs = std::int64_t(s) * nw, ps = std::int64_t(s) * wd, gs = std::int64_t(nw) * nw;
+    buffer<T, Space> P(ctx_, std::size_t(cnt) * ps), X(ctx_, std::size_t(cnt) * nw * wd),
         rp(ctx_, std::size_t(cnt) * wd * wd);
     fill_random(*ctx_, distribution::normal, s, std::size_t(cnt) * wd, P.data(), s,
                 splitmix64(p_.seed ^ (0x6a09e667f3bcc909ull * std::uint64_t(1 + l + 64 * which + 256 * s + 65536 * t0))));
     std::vector<int> w(cnt);
     std::vector<item_gemm> qp, qx, yp;
+    std::vector<item_trsm> solve;
     std::vector<int> pn;
     std::vector<std::int64_t> po, pr;
     for (int t = t0; t < t1; ++t) {
       const int i = t - t0;
       w[i] = nout[t] > 0 ? std::min(s - nin[t], nout[t] + p) : 0;
-      const std::int64_t xt = std::int64_t(i) * d.nearw * wd;
-      qp.push_back({nin[t], w[i], s, i * qs, i * ps, xt, s, s, d.nearw});
-      qx.push_back({s, w[i], nin[t], i * qs, xt, i * ps, s, d.nearw, s});
+      const std::int64_t xt = std::int64_t(i) * nw * wd;
+      qp.push_back({nin[t], w[i], s, i * qs, i * ps, xt, s, s, nw});
+      solve.push_back({nin[t], w[i], i * gs, xt, nw, nw});
+      qx.push_back({s, w[i], nin[t], i * qs, xt, i * ps, s, nw, s});
       if (w[i] > 0) pn.push_back(w[i]), po.push_back(i * ps), pr.push_back(std::int64_t(i) * wd * wd);
       yp.push_back({nout[t], w[i], s, y.at[t], i * ps, d.basis_at(t), y.ld, s, ld});
     }
-    gemm_items(ctx_, op::transpose, op::none, T(1), q.data(), P.data(), T(0), X.data(), qp);  // Q^T Gamma
-    gemm_items(ctx_, op::none, op::none, T(-1), q.data(), X.data(), T(1), P.data(), qx);     // Gamma - Q Q^T Gamma
+    // Twice in float, where the Gram matrix's rounding (its condition number times float's epsilon)
+    // would leave the near field's rows visible in P; in double once is exact enough.
+    for (int pass = 0; pass < (std::is_same_v<T, float> ? 2 : 1); ++pass) {
+      gemm_items(ctx_, op::transpose, op::none, T(1), q.data(), P.data(), T(0), X.data(), qp);  // q^T P
+      trsm_items(ctx_, side::left, uplo::lower, op::none, diag::non_unit, T(1), a.data(), X.data(), solve);
+      trsm_items(ctx_, side::left, uplo::lower, op::transpose, diag::non_unit, T(1), a.data(), X.data(), solve);
+      gemm_items(ctx_, op::none, op::none, T(-1), q.data(), X.data(), T(1), P.data(), qx);  // P - q (q^T q)^{-1} q^T P
+    }
     qr_items(ctx_, P.data(), po, std::vector<int>(po.size(), s), pn, s, rp.data(), pr, wd);
     gemm_items(ctx_, op::none, op::none, T(1), y.base, P.data(), T(0), basis.data(), yp);  // W = Y P
 
@@ -454,7 +480,7 @@ class one_sample_set_builder {
     int short_of = 0;  // every node's projections need s > its near field's rows on either side, by p
     for (int t = 0; t < nodes; ++t)
       if (s < std::max(d.wr[t], d.wc[t]) + p_.converge_samples + 1)
-        short_of = std::max(short_of, std::max(d.wr[t], d.wc[t]) + p_.converge_samples + 1);
+        short_of = std::max(short_of, margin(std::max(d.wr[t], d.wc[t])) + p_.converge_samples + 1);
     if (short_of) return short_of;
     buffer<T, Space> g, h;
     std::vector<double> su, sv;
@@ -503,7 +529,7 @@ class one_sample_set_builder {
     copy_items(ctx_, g.data(), d.d.data(), dg);
     gemm_items(ctx_, op::none, op::none, T(1), u, e.data(), T(1), d.d.data(), d1);
     if (sym_) symmetrize(l);
-    compress_samples(l);
+    compress_samples(l, 0);
     return 0;
   }
 
@@ -523,21 +549,28 @@ class one_sample_set_builder {
   }
 
   // The parent level's samples: Omega^ = V^T Omega, Y^ = U^T (Y - sum_s D_ts Omega_s) (and Psi^ =
-  // U^T Psi, Z^ = V^T (Z - sum_t D_ts^T Psi_t)), each child's rows after its sibling's.
-  void compress_samples(int l) {
+  // U^T Psi, Z^ = V^T (Z - sum_t D_ts^T Psi_t)), each child's rows after its sibling's; columns c0 ..
+  // s_ - 1 (the parent's panels hold the first c0 already).
+  void compress_samples(int l, int c0) {
     auto& d = lv_[l];
     auto& up = lv_[l - 1];
     const auto& f = near_[l];
-    const int nodes = 1 << l, s = s_, ld = d.ld;
+    const int nodes = 1 << l, s = s_ - c0, ld = d.ld;
     const std::int64_t qs = std::int64_t(s) * ld;
     up.nr.assign(nodes / 2, 0), up.nc.assign(nodes / 2, 0);
     for (int t = 0; t < nodes; ++t) up.nr[t / 2] += d.ku[t], up.nc[t / 2] += d.kv[t];
     up.ld = 1;
     for (int j = 0; j < nodes / 2; ++j) up.ld = std::max({up.ld, up.nr[j], up.nc[j]});
-    const std::int64_t ups = std::int64_t(s) * up.ld;
+    const std::int64_t ups = std::int64_t(s_) * up.ld, first = std::int64_t(c0) * up.ld;
     auto alloc = [&](buffer<T, Space>& b) {
-      b = buffer<T, Space>(ctx_, std::size_t(nodes / 2) * ups);
-      fill(*ctx_, b.data(), b.size(), T(0));
+      buffer<T, Space> g(ctx_, std::size_t(nodes / 2) * ups);
+      fill(*ctx_, g.data(), g.size(), T(0));
+      if (c0 > 0) {  // each parent's old block (up.ld x c0, contiguous) starts its new one
+        std::vector<item_copy> keep;
+        for (int j = 0; j < nodes / 2; ++j) keep.push_back({up.ld, c0, j * first, j * ups, up.ld, up.ld});
+        copy_items(ctx_, b.data(), g.data(), keep);
+      }
+      b = std::move(g);
     };
     alloc(up.om), alloc(up.y);
     if (!sym_) alloc(up.ps), alloc(up.z);
@@ -556,9 +589,10 @@ class one_sample_set_builder {
       for (int t = 0; t < nodes; ++t) {
         const std::int64_t parent = std::int64_t(t / 2) * ups;
         const int oin = (t & 1) ? kin[t - 1] : 0, oout = (t & 1) ? kout[t - 1] : 0;
-        hin.push_back({kin[t], s, nin[t], d.basis_at(t), in.at[t], parent + oin, ld, in.ld, up.ld});
-        cy.push_back({nout[t], s, out.at[t], t * qs, out.ld, ld});
-        hout.push_back({kout[t], s, nout[t], d.basis_at(t), t * qs, parent + oout, ld, ld, up.ld});
+        const std::int64_t ic = in.at[t] + std::int64_t(c0) * in.ld, oc = out.at[t] + std::int64_t(c0) * out.ld;
+        hin.push_back({kin[t], s, nin[t], d.basis_at(t), ic, parent + first + oin, ld, in.ld, up.ld});
+        cy.push_back({nout[t], s, oc, t * qs, out.ld, ld});
+        hout.push_back({kout[t], s, nout[t], d.basis_at(t), t * qs, parent + first + oout, ld, ld, up.ld});
       }
       gemm_items(ctx_, op::transpose, op::none, T(1), bin, in.base, T(0), to_in.data(), hin);
       copy_items(ctx_, out.base, tmp.data(), cy);
@@ -567,7 +601,8 @@ class one_sample_set_builder {
         for (int t = 0; t < nodes; ++t) {
           if (f.ptr[t] + j >= f.ptr[t + 1]) continue;
           const int q = f.ptr[t] + j, c = f.col[q];
-          dt.push_back({nout[t], s, nin[c], d.pair(mirror ? f.mirror[q] : q), in.at[c], t * qs, ld, in.ld, ld});
+          dt.push_back({nout[t], s, nin[c], d.pair(mirror ? f.mirror[q] : q), in.at[c] + std::int64_t(c0) * in.ld, t * qs, ld,
+                        in.ld, ld});
         }
         gemm_items(ctx_, mirror ? op::transpose : op::none, op::none, T(-1), d.d.data(), in.base, T(1), tmp.data(), dt);
       }
@@ -584,7 +619,7 @@ class one_sample_set_builder {
     d.ld = std::max({1, d.nr[0], d.nc[0]});
     near_layout(0);
     const int p = p_.converge_samples;
-    if (s_ < d.nc[0] + p) return d.nc[0] + p;
+    if (s_ < margin(d.nc[0]) + p) return margin(d.nc[0]) + p;
     buffer<T, Space> g;
     project(0, 0, d, samples(0, true, false), d.nc, d.offr, d.wr, samples(0, false, false), d.nr, g, nullptr, nullptr);
     d.d = std::move(g);  // node 0's block is pair 0's (nearw == nc[0] columns of ld rows)
@@ -717,7 +752,9 @@ class one_sample_set_builder {
   bool sym_;
   h2_data<T, Space> H_;  // the result: index arrays and zero dense leaves from the start
   std::vector<near_field> near_;
-  int L_ = 0, m_ = 1, cap_ = 512, s_ = 0;
+  int L_ = 0, m_ = 1, cap_ = 512, s_ = 0, prev_ = 0;  // samples now and before the last round
+  int done_ = 0;  // levels done_ .. L_ are finished
+  int room_ = 0;  // columns the sample panels have room for
   index n_ = 0;
   std::int64_t np_ = 0;
   std::vector<int> leaf_, ranks_;

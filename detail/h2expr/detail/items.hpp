@@ -19,6 +19,12 @@ struct item_gemm {  // C(c) = alpha op(A(a)) op(B(b)) + beta C(c), m x n, inner 
   int lda, ldb, ldc;
 };
 
+struct item_trsm {  // B(b) := alpha op(A(a))^{-1} B(b) (side::left) or alpha B(b) op(A(a))^{-1}, B m x n
+  int m, n;
+  std::int64_t a, b;
+  int lda, ldb;
+};
+
 struct item_copy {  // dst(d) = op(src(s)), rows x cols (src: cols x rows when transposed)
   int rows, cols;
   std::int64_t s, d;
@@ -120,6 +126,49 @@ void qr_items(const context_ptr<Space>& ctx, T* A, const std::vector<std::int64_
   qr_vbatched(*ctx, sz, sz + count, mk.ptr.data(), sz + 2 * count, mk.ptr.data() + count, sz + 3 * count, count,
               *std::max_element(m.begin(), m.end()), *std::max_element(n.begin(), n.end()));
   ctx->synchronize();
+}
+
+template <class T, class Space>
+void trsm_items(const context_ptr<Space>& ctx, side sd, uplo ul, op ta, diag dg, T alpha, const T* A, T* B,
+                std::vector<item_trsm> items) {
+  std::erase_if(items, [](const item_trsm& t) { return t.m == 0 || t.n == 0; });
+  const int count = int(items.size());
+  if (count == 0) return;
+  std::vector<int> s(std::size_t(4) * count);
+  std::vector<std::int64_t> o(std::size_t(2) * count);
+  int max_m = 0, max_n = 0;
+  for (int i = 0; i < count; ++i) {
+    const item_trsm& t = items[i];
+    s[i] = t.m, s[count + i] = t.n, s[2 * count + i] = t.lda, s[3 * count + i] = t.ldb;
+    o[i] = t.a, o[count + i] = t.b;
+    max_m = std::max(max_m, t.m), max_n = std::max(max_n, t.n);
+  }
+  items_detail::marshaled<T, Space> mk(ctx, s, o, {const_cast<T*>(A), B});
+  const int* sz = mk.sizes.data();
+  T* const* p = mk.ptr.data();
+  trsm_vbatched(*ctx, sd, ul, ta, dg, sz, sz + count, alpha, (const T* const*)p, sz + 2 * count, p + count,
+                sz + 3 * count, count, max_m, max_n);
+  ctx->synchronize();
+}
+
+// In-place lower Cholesky factors (potrf_vbatched) of the n[i] x n[i] items at A + ao[i] (ld lda).
+// Returns the first item whose factorization failed, or -1.
+template <class T, class Space>
+int potrf_items(const context_ptr<Space>& ctx, T* A, const std::vector<std::int64_t>& ao, const std::vector<int>& n,
+                int lda) {
+  if (ao.empty()) return -1;
+  const int count = int(ao.size());
+  std::vector<int> s(n);
+  s.insert(s.end(), std::size_t(count), lda);
+  items_detail::marshaled<T, Space> mk(ctx, s, ao, {A});
+  buffer<int, Space> info(ctx, std::size_t(count));
+  potrf_vbatched(*ctx, mk.sizes.data(), mk.ptr.data(), mk.sizes.data() + count, info.data(), count,
+                 *std::max_element(n.begin(), n.end()));
+  ctx->synchronize();
+  const auto h = info.to_host();
+  for (int i = 0; i < count; ++i)
+    if (h[i] != 0) return i;
+  return -1;
 }
 
 }  // namespace h2expr::detail
