@@ -164,26 +164,31 @@ void structure_report(const std::string& name, const ::h2expr::structure<T>& S) 
   }(), S.row_tree().max_leaf_size);
 }
 
-// max_log_n: the sweep's largest n = 2^max_log_n; reference: whether to run TARGETS.md's problem.
+// max_log_n: the sweep's largest n = 2^max_log_n; reference: 1 TARGETS.md's structures, both
+// constructions and its problems through hara(), 2 the structures alone, 3 the problems alone.
 template <class Space>
 void run_hara_benchmarks(int max_log_n, int reference) {
-  if (reference) {
+  if (reference == 1 || reference == 2) {
     std::printf("\n## The reference structures (leaf 64, eta 1): blocks per row cluster and colours per level\n");
     const build_options sb{.leaf_size = 64, .eta = 1.0};
     structure_report("TARGETS 2D, 256 x 256", ::h2expr::structure<double>::from_points(point_cloud<double, 2>::grid({256, 256}), sb));
     structure_report("TARGETS 3D, 40 x 40 x 40", ::h2expr::structure<double>::from_points(point_cloud<double, 3>::grid({40, 40, 40}), sb));
     if (reference == 1) both_constructions<Space>(16);
   }
-  if (reference == 1) {
-    std::printf("\n## Reference problem (TARGETS.md): 2D exp(-r/0.1), 256 x 256 grid, leaf 64, eta 1, Chebyshev 8.\n"
-                "## Peer (H2Opus CPU, 2 cores, bs 32, r 10): rebuilding A at 1e-4 51.8 s, 2,187 samples, error 2.9e-4;\n"
-                "## A * A at 1e-4 14.1 s, 954 samples, error 7.7e-5.\n\n");
+  if (reference == 1 || reference == 3) {
+    std::printf("\n## Reference problems (TARGETS.md) through hara(), at 1e-4. Peer (H2Opus CPU, 2 cores, bs 32, r 10)\n"
+                "## on the Intel Xeon kind: 2D rebuilding A 50.0 s, ~2,130 samples, error 2.5e-4; A * A 13.1 s, ~890\n"
+                "## samples, 6.3e-5. 3D rebuilding A 445 s, ~2,400 samples, error 4.7e-3; A * A 99 s, ~1,610, 1.4e-4;\n"
+                "## its whole 3D run's peak memory 10.6 GB. (AMD EPYC kind, 2D: 51.8 s, 2,187, 2.9e-4; 14.1 s, 954, 7.7e-5.)\n"
+                "## 2D: exp(-r/0.1), 256 x 256 grid, leaf 64, eta 1, Chebyshev 8. 3D: exp(-r/0.2), 40^3, Chebyshev 4.\n\n");
     hara_header();
-    const build_options bo{.leaf_size = 64, .eta = 1.0, .cheb_points = 8};
-    hara_problem<double, Space>("TARGETS 2D exp l=0.1", point_cloud<double, 2>::grid({256, 256}),
-                                kernels::exponential{0.1}, bo, 1e-4, false, true);
-    hara_problem<double, Space>("TARGETS 2D exp l=0.1", point_cloud<double, 2>::grid({256, 256}),
-                                kernels::exponential{0.1}, bo, 1e-4, true, true);
+    const build_options b2{.leaf_size = 64, .eta = 1.0, .cheb_points = 8}, b3{.leaf_size = 64, .eta = 1.0, .cheb_points = 4};
+    for (bool square : {false, true})
+      hara_problem<double, Space>("TARGETS 2D exp l=0.1", point_cloud<double, 2>::grid({256, 256}),
+                                  kernels::exponential{0.1}, b2, 1e-4, square, true);
+    for (bool square : {false, true})
+      hara_problem<double, Space>("TARGETS 3D exp l=0.2", point_cloud<double, 3>::grid({40, 40, 40}),
+                                  kernels::exponential{0.2}, b3, 1e-4, square, true);
   }
   if (max_log_n < 12) return;
   std::printf("\n## Sweep (eta 0.9, leaf 64; 2D Chebyshev 8, 3D Chebyshev 4): samples and time against n and tol\n\n");

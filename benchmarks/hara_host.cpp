@@ -1,5 +1,6 @@
 // HARA on the host space (see hara.hpp). Usage: bench_hara_host [max log2 n of the sweep]
-// [reference: 0 none, 1 the structures and problems of TARGETS.md, 2 their structures alone]
+// [reference: 0 none, 1 the structures, both constructions and problems of TARGETS.md, 2 their
+// structures alone, 3 their problems alone]
 #include <cstdlib>
 
 #include "hara.hpp"

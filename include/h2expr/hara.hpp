@@ -9,14 +9,12 @@
 //
 // The tolerance is relative, in the Frobenius norm: ||P - M||_F <~ tol ||M||_F.
 //
-// Two constructions, chosen by the structure. Where every node's near field (the blocks of its level
-// that are not admissible) has at most 8 nodes, one set of samples serves every level
-// (detail/hara_one_sample_set.hpp): about the near field's rows plus the ranks plus converge_samples
-// columns (and as many of M^T for a general operator), whatever n. That covers weak (HSS-like)
-// structures (a node alone: structure::weak, the 2D Schur complements), 1D and 2D kernels at eta = 1
-// (up to 7 near clusters). Its per-node work grows with the square of the near field's rows, so 3D
-// structures (13-22 near clusters) are built level by level from the root on the weak sampling tree
-// (detail/hara.hpp).
+// One set of samples serves every level (detail/hara_one_sample_set.hpp): about 1.5 times a near
+// field's rows (the nodes of a level whose blocks with a node are not admissible) plus the ranks plus
+// converge_samples columns (and as many of M^T for a general operator), whatever n. Every structure
+// the library builds has near fields that nest so: weak (HSS-like) ones (structure::weak, the 2D
+// Schur complements), 1D, 2D and 3D kernels at any eta. For a structure whose near fields do not
+// nest, hara builds level by level from the root on the weak sampling tree (detail/hara.hpp).
 #include <h2expr/detail/hara.hpp>
 #include <h2expr/detail/hara_one_sample_set.hpp>
 #include <h2expr/error.hpp>
@@ -51,7 +49,8 @@ struct hara_report {
 template <class T = double>
 struct hara_options {
   ::h2expr::structure<T> structure;  // empty: deduced from the operands
-  int max_rank = 0;                  // per sampled block (one sample set: per node); 0: min(block size, 512)
+  int max_rank = 0;                  // the rank of any node's basis, before the final recompression
+                                     // (0: 512); level by level: of a sampled block (0: min(its size, 512))
   int block_size = 32;               // samples per round, 1..64 (one sample set: the growth step)
   int converge_samples = 10;         // r: consecutive small samples that end a block (one sample set:
                                      // the held-out columns that measure each node's truncation)
@@ -86,7 +85,7 @@ h2_matrix<T, Space> hara(const sampler<T, Space>& M, double tol, const hara_opti
     rep.norm_estimate = builder.norm_estimate();
   };
   auto near = detail::near_fields(S.blocks());
-  if (S.depth() >= 1 && !near.empty() && detail::largest_near_field(near) <= 8)
+  if (S.depth() >= 1 && !near.empty())
     build(detail::one_sample_set_builder<T, Space>(M, S, par, std::move(near)));
   else build(detail::hara_builder<T, Space>(M, S, par));
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

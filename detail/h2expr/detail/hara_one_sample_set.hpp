@@ -122,6 +122,7 @@ class one_sample_set_builder {
       if (need == 0) break;
       s = std::max(need, s + p_.block_size);
     }
+    for (auto* b : {&omega_, &y_, &psi_, &z_}) *b = buffer<T, Space>();  // read no more
     report.assign(levels_.begin() + 1, levels_.end());
     hara_level_report total;
     total.level = L_ + 1;
@@ -194,34 +195,48 @@ class one_sample_set_builder {
     std::int64_t basis_at(int t) const { return t * basis_stride(); }
   };
 
-  // Columns s_ .. s - 1 of Omega, Y (and Psi, Z), in padded tree order; the earlier ones are kept. The
-  // panels grow to twice what is asked, so that a round or two more need no copy: room never written
-  // costs no memory (its pages are faulted in when written).
+  // Columns s_ .. s - 1 of Omega, Y (and Psi, Z), in padded tree order, at column - base_ of the
+  // panels. Until the leaves are built the earlier columns are kept, and the panels grow to twice what
+  // is asked, so that a round or two more need no copy (room never written costs no memory: its pages
+  // are faulted in when written); once the leaves are built only new columns are read, so the panels
+  // hold those alone.
   void sample(int s, int round) {
     auto& c = *ctx_;
     const int w = s - s_;
-    if (s > room_) {
-      room_ = 2 * s;
+    if (done_ <= L_ && base_ < s_) {
+      for (auto* b : {&omega_, &y_, &psi_, &z_}) *b = buffer<T, Space>();
+      base_ = s_, room_ = 0;
+    }
+    if (s - base_ > room_) {
+      room_ = base_ > 0 ? s - base_ : 2 * s;
       auto grow = [&](buffer<T, Space>& b) {
         buffer<T, Space> g(ctx_, std::size_t(np_) * room_);
-        if (s_ > 0) copy(c, b.data(), g.data(), std::size_t(np_) * s_);
+        if (s_ > base_) copy(c, b.data(), g.data(), std::size_t(np_) * (s_ - base_));
         b = std::move(g);
       };
       grow(omega_), grow(y_);
       if (!sym_) grow(psi_), grow(z_);
     }
     const int* map = H_.arrays->padded_to_user.data();
+    // At most `chunk` columns per product: the operator's own temporaries (an expression's
+    // intermediate products, HGEMV's padded copies) scale with the columns it is given; whole sample
+    // sets of 3D structures (2,754 columns at n = 64,000) put them at 1.4 GB each.
+    constexpr int chunk = 256;
     auto draw = [&](buffer<T, Space>& in, buffer<T, Space>& out, bool transpose, std::uint64_t seed) {
-      auto X = matrix<T, Space>::random(n_, w, seed, ctx_);
-      auto Y = matrix<T, Space>::uninitialized(n_, w, ctx_);
-      if (transpose) M_.apply_transpose(X.view(), Y.view());
-      else M_.apply(X.view(), Y.view());
-      const double sum = sum_of_squares(c, Y.data(), std::size_t(n_) * w);
-      require<non_finite_value>(std::isfinite(sum), "hara: the operator's products are not finite");
-      energy_ += sum, columns_ += w;
-      gather_rows(c, map, np_, X.data(), n_, in.data() + std::size_t(np_) * s_, np_, w);
-      gather_rows(c, map, np_, Y.data(), n_, out.data() + std::size_t(np_) * s_, np_, w);
-      c.synchronize();
+      for (int j = 0; j < w; j += chunk) {
+        const int cols = std::min(chunk, w - j);
+        auto X = matrix<T, Space>::random(n_, cols, splitmix64(seed + std::uint64_t(j)), ctx_);
+        auto Y = matrix<T, Space>::uninitialized(n_, cols, ctx_);
+        if (transpose) M_.apply_transpose(X.view(), Y.view());
+        else M_.apply(X.view(), Y.view());
+        const double sum = sum_of_squares(c, Y.data(), std::size_t(n_) * cols);
+        require<non_finite_value>(std::isfinite(sum), "hara: the operator's products are not finite");
+        energy_ += sum, columns_ += cols;
+        const std::size_t at = std::size_t(np_) * (s_ + j - base_);
+        gather_rows(c, map, np_, X.data(), n_, in.data() + at, np_, cols);
+        gather_rows(c, map, np_, Y.data(), n_, out.data() + at, np_, cols);
+        c.synchronize();
+      }
     };
     const std::uint64_t seed = splitmix64(p_.seed + 0x9e3779b97f4a7c15ull * std::uint64_t(round + 1));
     draw(omega_, y_, false, seed);
@@ -274,7 +289,7 @@ class one_sample_set_builder {
     if (l == L_) {
       const buffer<T, Space>& b = transpose_side ? (omega_side ? psi_ : z_) : (omega_side ? omega_ : y_);
       p.base = const_cast<T*>(b.data()), p.ld = int(np_);
-      for (int t = 0; t < nodes; ++t) p.at[t] = std::int64_t(t) * m_;
+      for (int t = 0; t < nodes; ++t) p.at[t] = std::int64_t(t) * m_ - std::int64_t(base_) * np_;  // + column * np_
     } else {
       const buffer<T, Space>& b = transpose_side ? (omega_side ? d.ps : d.z) : (omega_side ? d.om : d.y);
       p.base = const_cast<T*>(b.data()), p.ld = d.ld;
@@ -528,6 +543,7 @@ class one_sample_set_builder {
     gemm_items(ctx_, op::none, op::transpose, T(-1), x.data(), v, T(1), e.data(), e3);
     copy_items(ctx_, g.data(), d.d.data(), dg);
     gemm_items(ctx_, op::none, op::none, T(1), u, e.data(), T(1), d.d.data(), d1);
+    for (auto* b : {&g, &h, &e, &x}) *b = buffer<T, Space>();  // before the parents' samples take their room
     if (sym_) symmetrize(l);
     compress_samples(l, 0);
     return 0;
@@ -576,7 +592,9 @@ class one_sample_set_builder {
     if (!sym_) alloc(up.ps), alloc(up.z);
     const T* u = d.u.data();
     const T* v = sym_ ? d.u.data() : d.v.data();
-    buffer<T, Space> tmp(ctx_, std::size_t(nodes) * qs);
+    // Nodes go in batches whose copies of the samples (tmp) stay within 256 MB.
+    const int batch = int(std::clamp<std::int64_t>((std::int64_t(256) << 20) / sizeof(T) / std::max<std::int64_t>(qs, 1), 1, nodes));
+    buffer<T, Space> tmp(ctx_, std::size_t(std::min(batch, nodes)) * qs);
     int most = 0;
     for (int t = 0; t < nodes; ++t) most = std::max(most, f.ptr[t + 1] - f.ptr[t]);
     // One side: out^ = B^T (out - sum op(D) in) into the parent's blocks; the sum goes one near
@@ -584,29 +602,32 @@ class one_sample_set_builder {
     auto side = [&](const panel& in, const panel& out, const std::vector<int>& nin, const std::vector<int>& nout,
                     const T* bin, const std::vector<int>& kin, const T* bout, const std::vector<int>& kout, bool mirror,
                     buffer<T, Space>& to_in, buffer<T, Space>& to_out) {
-      std::vector<item_gemm> hin, hout;
-      std::vector<item_copy> cy;
-      for (int t = 0; t < nodes; ++t) {
-        const std::int64_t parent = std::int64_t(t / 2) * ups;
-        const int oin = (t & 1) ? kin[t - 1] : 0, oout = (t & 1) ? kout[t - 1] : 0;
-        const std::int64_t ic = in.at[t] + std::int64_t(c0) * in.ld, oc = out.at[t] + std::int64_t(c0) * out.ld;
-        hin.push_back({kin[t], s, nin[t], d.basis_at(t), ic, parent + first + oin, ld, in.ld, up.ld});
-        cy.push_back({nout[t], s, oc, t * qs, out.ld, ld});
-        hout.push_back({kout[t], s, nout[t], d.basis_at(t), t * qs, parent + first + oout, ld, ld, up.ld});
-      }
-      gemm_items(ctx_, op::transpose, op::none, T(1), bin, in.base, T(0), to_in.data(), hin);
-      copy_items(ctx_, out.base, tmp.data(), cy);
-      for (int j = 0; j < most; ++j) {
-        std::vector<item_gemm> dt;
-        for (int t = 0; t < nodes; ++t) {
-          if (f.ptr[t] + j >= f.ptr[t + 1]) continue;
-          const int q = f.ptr[t] + j, c = f.col[q];
-          dt.push_back({nout[t], s, nin[c], d.pair(mirror ? f.mirror[q] : q), in.at[c] + std::int64_t(c0) * in.ld, t * qs, ld,
-                        in.ld, ld});
+      for (int t0 = 0; t0 < nodes; t0 += batch) {
+        const int t1 = std::min(nodes, t0 + batch);
+        std::vector<item_gemm> hin, hout;
+        std::vector<item_copy> cy;
+        for (int t = t0; t < t1; ++t) {
+          const std::int64_t parent = std::int64_t(t / 2) * ups, at = (t - t0) * qs;
+          const int oin = (t & 1) ? kin[t - 1] : 0, oout = (t & 1) ? kout[t - 1] : 0;
+          const std::int64_t ic = in.at[t] + std::int64_t(c0) * in.ld, oc = out.at[t] + std::int64_t(c0) * out.ld;
+          hin.push_back({kin[t], s, nin[t], d.basis_at(t), ic, parent + first + oin, ld, in.ld, up.ld});
+          cy.push_back({nout[t], s, oc, at, out.ld, ld});
+          hout.push_back({kout[t], s, nout[t], d.basis_at(t), at, parent + first + oout, ld, ld, up.ld});
         }
-        gemm_items(ctx_, mirror ? op::transpose : op::none, op::none, T(-1), d.d.data(), in.base, T(1), tmp.data(), dt);
+        gemm_items(ctx_, op::transpose, op::none, T(1), bin, in.base, T(0), to_in.data(), hin);
+        copy_items(ctx_, out.base, tmp.data(), cy);
+        for (int j = 0; j < most; ++j) {
+          std::vector<item_gemm> dt;
+          for (int t = t0; t < t1; ++t) {
+            if (f.ptr[t] + j >= f.ptr[t + 1]) continue;
+            const int q = f.ptr[t] + j, c = f.col[q];
+            dt.push_back({nout[t], s, nin[c], d.pair(mirror ? f.mirror[q] : q), in.at[c] + std::int64_t(c0) * in.ld,
+                          (t - t0) * qs, ld, in.ld, ld});
+          }
+          gemm_items(ctx_, mirror ? op::transpose : op::none, op::none, T(-1), d.d.data(), in.base, T(1), tmp.data(), dt);
+        }
+        gemm_items(ctx_, op::transpose, op::none, T(1), bout, tmp.data(), T(0), to_out.data(), hout);
       }
-      gemm_items(ctx_, op::transpose, op::none, T(1), bout, tmp.data(), T(0), to_out.data(), hout);
     };
     side(samples(l, true, false), samples(l, false, false), d.nc, d.nr, v, d.kv, u, d.ku, false, up.om, up.y);
     if (!sym_)
@@ -753,8 +774,8 @@ class one_sample_set_builder {
   h2_data<T, Space> H_;  // the result: index arrays and zero dense leaves from the start
   std::vector<near_field> near_;
   int L_ = 0, m_ = 1, cap_ = 512, s_ = 0, prev_ = 0;  // samples now and before the last round
-  int done_ = 0;  // levels done_ .. L_ are finished
-  int room_ = 0;  // columns the sample panels have room for
+  int done_ = 1 << 30;     // levels done_ .. L_ are finished (set by the first build)
+  int room_ = 0, base_ = 0;  // columns the leaves' sample panels have room for; the first they hold
   index n_ = 0;
   std::int64_t np_ = 0;
   std::vector<int> leaf_, ranks_;
