@@ -18,10 +18,11 @@
 // Then top-down every near pair's core C (its block of the compressed matrix, in the bases) splits
 // into its children's blocks: D + E C F^T is the coupling block of an admissible child pair and the
 // core of a near one; a dense leaf is D + U C V^T. The bases come out orthonormal and nested, each node
-// at its own rank. Every node needs s >= 1.5 (near rows) + k_t + p (p = converge_samples; the margin
-// keeps Omega_N well conditioned, so that its Gram matrix's Cholesky factor replaces a QR, and the
-// leak through Omega_N^+ small): s starts at what the leaves need and grows to what the first short
-// level asks for (block_size more when a node's rank did not fit), sampling only the new columns;
+// at its own rank. Every node needs s above its near rows by p (p = converge_samples) + block_size / 2
+// and, beyond 64 rows, by half the excess (needs(): keeps Omega_N well conditioned, so that its Gram
+// matrix's Cholesky factor replaces a QR, and the leak through Omega_N^+ small) and by its rank: s
+// starts at what the leaves need and grows to what the first short level asks for (block_size more
+// when a node's rank did not fit), sampling only the new columns;
 // levels already built keep their bases and near blocks and only compress the new columns upward.
 #include <h2expr/detail/hara.hpp>
 #include <h2expr/detail/items.hpp>
@@ -113,7 +114,7 @@ class one_sample_set_builder {
     double sampling = 0;
     int s = m_ + p_.converge_samples + (p_.block_size + 1) / 2;
     for (int a = 0; a < (1 << L_); ++a)  // the leaves' near field, at least
-      s = std::max(s, margin(near_rows_of_leaf(a)) + p_.converge_samples + (p_.block_size + 1) / 2);
+      s = std::max(s, needs(near_rows_of_leaf(a)));
     for (int round = 0;; ++round) {
       const auto ts = clock::now();
       sample(s, round);
@@ -160,12 +161,14 @@ class one_sample_set_builder {
   using clock = std::chrono::steady_clock;
   static double since(clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); }
 
-  // The samples a node with nin near-field rows needs besides its rank: half as many again. Its near
-  // blocks come from Y Omega_N^+, which carries the far field's truncation tail times ||Omega_N^+||_F^2
-  // = nin / (s - nin - 1) (a Gaussian's), and its Gram matrix squares Omega_N's condition number: both
-  // stay small (3, 100) at this margin. With only rank + p more (the paper's count) the top levels'
-  // tails leaked 80-fold, their ranks grew, and so did the samples their parents needed.
-  static int margin(int nin) { return nin + nin / 2; }
+  // The samples a node with nin near-field rows needs before its rank shows: nin, beyond 64 rows half
+  // the excess again, and block_size / 2 + p. Its near blocks come from Y Omega_N^+, which carries the
+  // far field's truncation tail times ||Omega_N^+||_F^2 = nin / (s - nin - 1) (a Gaussian's), and its
+  // Gram matrix squares Omega_N's condition number: both stay small (below 3, about 100) for any nin.
+  // With a fixed surplus (the paper's count) the top levels' tails leaked 80-fold (nin = 800), their
+  // ranks grew, and so did their parents' needs; a surplus of nin / 2 everywhere cost the weak
+  // structures of Schur complements a third more samples.
+  int needs(int nin) const { return nin + std::max(0, nin / 2 - 32) + p_.converge_samples + (p_.block_size + 1) / 2; }
   int near_rows_of_leaf(int a) const {
     int r = 0;
     for (int e = near_[L_].ptr[a]; e < near_[L_].ptr[a + 1]; ++e) r += leaf_[near_[L_].col[e]];
@@ -303,8 +306,8 @@ class one_sample_set_builder {
   // g + row_block(t)) and, when `basis` is given, the samples W = Y P for an orthonormal P (s x w) in
   // the null space of Omega_N: the first w - p columns give the basis (their left singular vectors, in
   // place), the last p, independent of them, measure what each truncation of it leaves out (`check`).
-  // The Gram matrix q^T q = L L^T (its Cholesky factor) squares q's condition number, which the margin
-  // of s over nin keeps small (a Gaussian s x nin with s >= 1.5 nin: below 10); then every step is a
+  // The Gram matrix q^T q = L L^T (its Cholesky factor) squares q's condition number, which the
+  // surplus of s over nin keeps small (needs(): a Gaussian's, about 10 at most); then every step is a
   // product or a triangular solve, at half a Householder QR's work, and no Q is formed. Nodes go in
   // batches that bound the scratch.
   void project(int l, int which, const level_data& d, const panel& om, const std::vector<int>& rows,
@@ -495,7 +498,7 @@ class one_sample_set_builder {
     int short_of = 0;  // every node's projections need s > its near field's rows on either side, by p
     for (int t = 0; t < nodes; ++t)
       if (s < std::max(d.wr[t], d.wc[t]) + p_.converge_samples + 1)
-        short_of = std::max(short_of, margin(std::max(d.wr[t], d.wc[t])) + p_.converge_samples + 1);
+        short_of = std::max(short_of, needs(std::max(d.wr[t], d.wc[t])));
     if (short_of) return short_of;
     buffer<T, Space> g, h;
     std::vector<double> su, sv;
@@ -640,7 +643,7 @@ class one_sample_set_builder {
     d.ld = std::max({1, d.nr[0], d.nc[0]});
     near_layout(0);
     const int p = p_.converge_samples;
-    if (s_ < margin(d.nc[0]) + p) return margin(d.nc[0]) + p;
+    if (s_ < needs(d.nc[0])) return needs(d.nc[0]);
     buffer<T, Space> g;
     project(0, 0, d, samples(0, true, false), d.nc, d.offr, d.wr, samples(0, false, false), d.nr, g, nullptr, nullptr);
     d.d = std::move(g);  // node 0's block is pair 0's (nearw == nc[0] columns of ld rows)
