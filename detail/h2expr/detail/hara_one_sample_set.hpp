@@ -495,10 +495,13 @@ class one_sample_set_builder {
     for (int t = 0; t < (1 << l); ++t) d.ld = std::max({d.ld, d.nr[t], d.nc[t]});
     near_layout(l);
     const int nodes = 1 << l, s = s_, ld = d.ld;
-    int short_of = 0;  // every node's projections need s > its near field's rows on either side, by p
-    for (int t = 0; t < nodes; ++t)
-      if (s < std::max(d.wr[t], d.wc[t]) + p_.converge_samples + 1)
-        short_of = std::max(short_of, needs(std::max(d.wr[t], d.wc[t])));
+    // Every node's projections need half needs()'s surplus over its near rows (either side) to go on;
+    // a short level asks for all of it.
+    int short_of = 0;
+    for (int t = 0; t < nodes; ++t) {
+      const int nin = std::max(d.wr[t], d.wc[t]);
+      if (s < nin + (needs(nin) - nin + 1) / 2) short_of = std::max(short_of, needs(nin));
+    }
     if (short_of) return short_of;
     buffer<T, Space> g, h;
     std::vector<double> su, sv;
