@@ -165,7 +165,8 @@ void structure_report(const std::string& name, const ::h2expr::structure<T>& S) 
 }
 
 // max_log_n: the sweep's largest n = 2^max_log_n; reference: 1 TARGETS.md's structures, both
-// constructions and its problems through hara(), 2 the structures alone, 3 the problems alone.
+// constructions and its problems through hara(), 2 the structures alone, 3 the problems alone, 4 a
+// sweep over n = 2^12 .. 2^max_log_n at 1e-4 on the 2D problem's structure (and nothing else).
 template <class Space>
 void run_hara_benchmarks(int max_log_n, int reference) {
   if (reference == 1 || reference == 2) {
@@ -189,6 +190,18 @@ void run_hara_benchmarks(int max_log_n, int reference) {
     for (bool square : {false, true})
       hara_problem<double, Space>("TARGETS 3D exp l=0.2", point_cloud<double, 3>::grid({40, 40, 40}),
                                   kernels::exponential{0.2}, b3, 1e-4, square, true);
+  }
+  if (reference == 4) {  // samples and time per point against n on TARGETS.md's 2D structure (eta 1)
+    std::printf("\n## Sweep at 1e-4: 2D exp(-r/0.1) on a g x g grid of [0,1]^2, leaf 64, eta 1, Chebyshev 8\n\n");
+    hara_header();
+    for (int logn = 12; logn <= max_log_n; logn += 2)
+      for (bool square : {false, true}) {
+        const int g = 1 << (logn / 2);
+        hara_problem<double, Space>("2D exp l=0.1, eta 1", point_cloud<double, 2>::grid({g, g}),
+                                    kernels::exponential{0.1}, {.leaf_size = 64, .eta = 1.0, .cheb_points = 8}, 1e-4,
+                                    square, false);
+      }
+    return;
   }
   if (max_log_n < 12) return;
   std::printf("\n## Sweep (eta 0.9, leaf 64; 2D Chebyshev 8, 3D Chebyshev 4): samples and time against n and tol\n\n");

@@ -1,6 +1,6 @@
 // HARA on the host space (see hara.hpp). Usage: bench_hara_host [max log2 n of the sweep]
 // [reference: 0 none, 1 the structures, both constructions and problems of TARGETS.md, 2 their
-// structures alone, 3 their problems alone]
+// structures alone, 3 their problems alone, 4 a sweep over n at 1e-4 on the 2D problem's structure]
 #include <cstdlib>
 
 #include "hara.hpp"
