@@ -169,6 +169,9 @@ class one_sample_set_builder {
   // ranks grew, and so did their parents' needs; a surplus of nin / 2 everywhere cost the weak
   // structures of Schur complements a third more samples.
   int needs(int nin) const { return nin + std::max(0, nin / 2 - 32) + p_.converge_samples + (p_.block_size + 1) / 2; }
+  // A node's projections go on with half needs()'s surplus over its near rows; a short node asks for
+  // all of it (0: enough).
+  int short_of(int nin) const { return s_ < nin + (needs(nin) - nin + 1) / 2 ? needs(nin) : 0; }
   int near_rows_of_leaf(int a) const {
     int r = 0;
     for (int e = near_[L_].ptr[a]; e < near_[L_].ptr[a + 1]; ++e) r += leaf_[near_[L_].col[e]];
@@ -494,15 +497,10 @@ class one_sample_set_builder {
     d.p = p_.converge_samples;
     for (int t = 0; t < (1 << l); ++t) d.ld = std::max({d.ld, d.nr[t], d.nc[t]});
     near_layout(l);
-    const int nodes = 1 << l, s = s_, ld = d.ld;
-    // Every node's projections need half needs()'s surplus over its near rows (either side) to go on;
-    // a short level asks for all of it.
-    int short_of = 0;
-    for (int t = 0; t < nodes; ++t) {
-      const int nin = std::max(d.wr[t], d.wc[t]);
-      if (s < nin + (needs(nin) - nin + 1) / 2) short_of = std::max(short_of, needs(nin));
-    }
-    if (short_of) return short_of;
+    const int nodes = 1 << l, ld = d.ld;
+    int more = 0;
+    for (int t = 0; t < nodes; ++t) more = std::max(more, short_of(std::max(d.wr[t], d.wc[t])));
+    if (more) return more;
     buffer<T, Space> g, h;
     std::vector<double> su, sv;
     project(l, 0, d, samples(l, true, false), d.nc, d.offr, d.wr, samples(l, false, false), d.nr, g, &d.u, &su);
@@ -645,8 +643,7 @@ class one_sample_set_builder {
     auto& d = lv_[0];
     d.ld = std::max({1, d.nr[0], d.nc[0]});
     near_layout(0);
-    const int p = p_.converge_samples;
-    if (s_ < needs(d.nc[0])) return needs(d.nc[0]);
+    if (const int more = short_of(d.nc[0])) return more;
     buffer<T, Space> g;
     project(0, 0, d, samples(0, true, false), d.nc, d.offr, d.wr, samples(0, false, false), d.nr, g, nullptr, nullptr);
     d.d = std::move(g);  // node 0's block is pair 0's (nearw == nc[0] columns of ld rows)

@@ -89,46 +89,41 @@ void evaluate_blocks(context<cuda>& c, const Kernel& kernel, const block_points<
   }
 }
 
+// A grid-stride reduction over n entries into one device value that starts at zero: `launch(blocks,
+// value)` starts the kernel on c's stream; the value comes back to the host.
+template <class R, class Launch>
+R reduce_to_scalar(context<cuda>& c, std::size_t n, Launch&& launch) {
+  R* value = nullptr;
+  H2EXPR_CUDA(cudaMallocAsync(&value, sizeof(R), c.stream()));
+  R result{};
+  try {
+    H2EXPR_CUDA(cudaMemsetAsync(value, 0, sizeof(R), c.stream()));
+    launch(unsigned(std::min<std::size_t>((n + 255) / 256, 8192)), value);
+    H2EXPR_CUDA_LAUNCHED();
+    H2EXPR_CUDA(cudaMemcpyAsync(&result, value, sizeof(R), cudaMemcpyDeviceToHost, c.stream()));
+    c.synchronize();
+  } catch (...) {
+    (void)cudaFreeAsync(value, c.stream());
+    throw;
+  }
+  H2EXPR_CUDA(cudaFreeAsync(value, c.stream()));
+  return result;
+}
+
 template <class T>
 bool all_finite(context<cuda>& c, const T* data, std::size_t n) {
   if (n == 0) return true;
-  int* flag = nullptr;
-  H2EXPR_CUDA(cudaMallocAsync(&flag, sizeof(int), c.stream()));
-  int found = 1;
-  try {
-    H2EXPR_CUDA(cudaMemsetAsync(flag, 0, sizeof(int), c.stream()));
-    const unsigned blocks = unsigned(std::min<std::size_t>((n + 255) / 256, 8192));
-    kernels::find_non_finite<<<blocks, 256, 0, c.stream()>>>(data, n, flag);
-    H2EXPR_CUDA_LAUNCHED();
-    H2EXPR_CUDA(cudaMemcpyAsync(&found, flag, sizeof(int), cudaMemcpyDeviceToHost, c.stream()));
-    c.synchronize();
-  } catch (...) {
-    (void)cudaFreeAsync(flag, c.stream());
-    throw;
-  }
-  H2EXPR_CUDA(cudaFreeAsync(flag, c.stream()));
-  return found == 0;
+  return reduce_to_scalar<int>(c, n, [&](unsigned blocks, int* found) {
+           kernels::find_non_finite<<<blocks, 256, 0, c.stream()>>>(data, n, found);
+         }) == 0;
 }
 
 template <class T>
 double sum_of_squares(context<cuda>& c, const T* data, std::size_t n) {
   if (n == 0) return 0;
-  double* sum = nullptr;
-  H2EXPR_CUDA(cudaMallocAsync(&sum, sizeof(double), c.stream()));
-  double result = 0;
-  try {
-    H2EXPR_CUDA(cudaMemsetAsync(sum, 0, sizeof(double), c.stream()));
-    const unsigned blocks = unsigned(std::min<std::size_t>((n + 255) / 256, 8192));
+  return reduce_to_scalar<double>(c, n, [&](unsigned blocks, double* sum) {
     kernels::sum_of_squares<<<blocks, 256, 0, c.stream()>>>(data, n, sum);
-    H2EXPR_CUDA_LAUNCHED();
-    H2EXPR_CUDA(cudaMemcpyAsync(&result, sum, sizeof(double), cudaMemcpyDeviceToHost, c.stream()));
-    c.synchronize();
-  } catch (...) {
-    (void)cudaFreeAsync(sum, c.stream());
-    throw;
-  }
-  H2EXPR_CUDA(cudaFreeAsync(sum, c.stream()));
-  return result;
+  });
 }
 
 }  // namespace h2expr::detail
