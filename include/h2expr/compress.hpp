@@ -23,7 +23,9 @@ struct compress_report {
   std::vector<int> ranks_before, ranks_after;       // largest node rank per level
   std::vector<int> node_rank_min, node_rank_max;    // per level, over the nodes of both bases, after
   std::vector<double> node_rank_avg;
-  double norm_estimate = 0;   // ||A||_2 before, by block Krylov (blocks of 4 vectors, at most 6 blocks)
+  // ||A||_2 before, by block Krylov on blocks of 4 vectors, to about 1% (a low value only tightens the
+  // threshold): at most 6 products with A and 6 with A^T, or 12 with a symmetric A.
+  double norm_estimate = 0;
   // ||A_before - A_after||_2 / ||A_before||_2 by block Krylov on the difference (at most 4), run while both
   // representations exist (no copy of A is kept); only with compress_options::estimate_error.
   std::optional<double> error_estimate;
@@ -64,7 +66,7 @@ compress_report compress(h2_matrix<T, Space>& A, double tol, const compress_opti
   detail::compress_phases ph;
   detail::pad(d);
   double diff = 0;
-  const auto kept = detail::recompress(d, detail::keep_above{eps}, &ph, options.estimate_error ? &diff : nullptr);
+  const auto kept = detail::recompress(d, detail::keep_above{eps, rep.norm_estimate}, &ph, options.estimate_error ? &diff : nullptr);
   const auto t0 = std::chrono::steady_clock::now();
   detail::compact(d, kept.rows, kept.cols);
   ph.projection += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();  // storing it

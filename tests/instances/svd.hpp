@@ -18,4 +18,5 @@ H2EXPR_INSTANCES(H2EXPR_SVD_INSTANCES, extern template)
 // the double instances, so the float ones do not compile Eigen's double solvers a second time.
 extern template void gram_right_singular<double>(const dense<double>&, double, double, Eigen::VectorXd&,
                                                  dense<double>&);
+extern template bool reduced_right_singular<double>(const dense<double>&, double, Eigen::VectorXd&, dense<double>&);
 }  // namespace h2expr::detail

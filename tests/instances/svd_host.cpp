@@ -5,5 +5,6 @@ namespace h2expr::detail {
 H2EXPR_SVD_INSTANCES(template, H2EXPR_TEST_SCALAR, ::h2expr::host)
 #ifdef H2EXPR_TEST_SCALAR_IS_DOUBLE
 template void gram_right_singular<double>(const dense<double>&, double, double, Eigen::VectorXd&, dense<double>&);
+template bool reduced_right_singular<double>(const dense<double>&, double, Eigen::VectorXd&, dense<double>&);
 #endif
 }  // namespace h2expr::detail

@@ -2,7 +2,8 @@
 // Algebraic compression of H2 matrices (section 5 of the H2 GPU paper), written once for every space:
 //   1. orthogonalize the bases (orthogonalize.hpp);
 //   2. basis generation, a downsweep of batched QR: the weight Z_t of node t (Z_t Z_t^T = the Gram
-//      matrix of everything U_t carries) is the R factor of [Z_parent^T E_t^T; S_ts1^T; S_ts2^T; ...];
+//      matrix of everything U_t carries) is the R factor of [Z_parent^T E_t^T; S_ts1^T; S_ts2^T; ...]
+//      (or, where the threshold allows, a square root of that stack's Gram matrix: gram_factor);
 //   3. truncation: P_t = the leading left singular vectors of Z_t, kept while sigma > tol ||A||_2;
 //      new leaves U_t P_t, new transfers P_c^T E_c P_p;
 //   4. projection of the coupling matrices, P_t^T S_ts P_s (transform_coupling).
@@ -35,12 +36,62 @@ constexpr std::size_t weights_chunk_bytes() {
   return std::is_same_v<Space, host> ? std::size_t(32) << 20 : std::size_t(1) << 30;
 }
 
+// R_i (k x k) from the Gram matrices G_i = W_i^T W_i + C_i C_i^T of the stacks W_i (m_i x k at W + i H k,
+// ld H) and the blocks C_i of `in_storage` (k x n_i at blocks + a, its item i with c = i k k):
+// R_i = L_i^{-1} G_i with L_i L_i^T = G_i + shift I (Cholesky; `root_shift` is sqrt(shift) I), so that
+// R_i^T R_i = G_i (G_i + shift I)^{-1} G_i: G_i less about `shift` on its large eigenvalues, and next to
+// nothing on those under `shift`, which its rounding blurs anyway. G: scratch for count k x k blocks.
+// False where a Cholesky factorization failed (R is then left for the QR).
+template <class T, class Space>
+bool gram_factor(const context_ptr<Space>& ctx, const T* W, int H, const std::vector<int>& m, int k,
+                 const T* root_shift, T* G, T* R, const T* blocks, std::vector<item_gemm> in_storage) {
+  const int count = int(m.size());
+  std::vector<item_gemm> gram;
+  std::vector<item_trsm> solve;
+  std::vector<std::int64_t> at;
+  for (int i = 0; i < count; ++i) {
+    const std::int64_t w = std::int64_t(i) * H * k, g = std::int64_t(i) * k * k;
+    gram.push_back({k, k, m[i], w, w, g, H, H, k});
+    solve.push_back({k, k, g, g, k, k});
+    at.push_back(g);
+  }
+  gemm_items(ctx, op::transpose, op::none, T(1), W, W, T(0), G, std::move(gram));
+  gemm_items(ctx, op::none, op::transpose, T(1), blocks, blocks, T(1), G, std::move(in_storage));
+  copy(*ctx, G, R, std::size_t(count) * k * k);
+  gemm_strided_batched(*ctx, op::transpose, op::none, k, k, k, T(1), root_shift, k, 0, root_shift, k, 0, T(1), G, k,
+                       std::int64_t(k) * k, count);
+  if (potrf_items(ctx, G, at, std::vector<int>(count, k), k) >= 0) return false;
+  trsm_items(ctx, side::left, uplo::lower, op::none, diag::non_unit, T(1), G, R, std::move(solve));
+  return true;
+}
+
+// When the weights may come from Gram matrices: their rounding must stay far below the truncation
+// threshold. `allowed` is the error an eigenvalue of Z_t Z_t^T may carry (0: never), `norm2` bounds
+// ||Z_t||^2 (||A||_2^2).
+struct gram_weights {
+  double allowed = 0, norm2 = 0;
+  // The diagonal shift that lets Cholesky factor the Gram matrix of a stack of `height` rows and k
+  // columns, or 0 where it would exceed `allowed` (then Householder QR): the Gram's rounding is about
+  // sqrt(height) u ||Z||^2 (a sum of height products) and Cholesky's k u ||Z||^2. What a shift takes
+  // off (gram_factor) carries into the children through R_p, so the levels' shifts add up: `allowed`
+  // is per level.
+  template <class T>
+  double shift(int height, int k) const {
+    const double d = 2 * (std::sqrt(double(height)) + k) * double(std::numeric_limits<T>::epsilon()) * norm2;
+    return d > 0 && d <= allowed ? d : 0;
+  }
+};
+
 // Weights of a basis, per level: R_t with Z_t = R_t^T (rank x rank per node). A row basis carries the
 // blocks of row t (S_ts^T in the stack), a column basis those of column t (S_st); a basis shared by
 // rows and columns carries both, so it stays valid for a non-symmetric operator (recompress passes
-// the rows alone for a symmetric one).
+// the rows alone for a symmetric one). R_t is the stack's R factor by Householder QR, or, where
+// `gram` allows it for the level, a square root of the stack's Gram matrix less a shift
+// (gram_factor): products at gemm speed instead of a QR of the whole stack (the host: 7x faster at
+// 1,800 x 64), the same R^T R on the values that truncation keeps, to the shift (see gram_weights).
 template <class T, class Space>
-std::vector<buffer<T, Space>> basis_weights(h2_data<T, Space>& A, const basis_tree<T, Space>& B, bool rows, bool cols) {
+std::vector<buffer<T, Space>> basis_weights(h2_data<T, Space>& A, const basis_tree<T, Space>& B, bool rows, bool cols,
+                                            const gram_weights& gram = {}) {
   const auto& ctx = A.ctx;
   const auto& blocks = A.structure.blocks();
   const int L = A.depth();
@@ -51,46 +102,78 @@ std::vector<buffer<T, Space>> basis_weights(h2_data<T, Space>& A, const basis_tr
     if (k == 0) continue;
     const auto& lv = blocks.coupling[l];
     auto entries = [&](int t) { return (rows ? lv.row_ptr[t + 1] - lv.row_ptr[t] : 0) + (cols ? lv.col_ptr[t + 1] - lv.col_ptr[t] : 0); };
-    std::vector<int> height(nodes);
-    for (int t = 0; t < nodes; ++t) height[t] = kp + entries(t) * k;
+    int tallest = 0;
+    for (int t = 0; t < nodes; ++t) tallest = std::max(tallest, kp + entries(t) * k);
+    // By Gram (gram_factor), a row basis's blocks need no copy: those of row t lie side by side in
+    // storage, [S_ts1 S_ts2 ...] (k x entries k), and their product goes into the Gram matrix directly.
+    const double shift = gram.template shift<T>(tallest, k);
+    const bool side_by_side = shift > 0 && !cols;
+    buffer<T, Space> root_shift, G;
+    if (shift > 0) {
+      std::vector<T> d(std::size_t(k) * k, T(0));
+      for (int i = 0; i < k; ++i) d[std::size_t(i) * k + i] = T(std::sqrt(shift));
+      root_shift = buffer<T, Space>(ctx, d);
+    }
     // The stacks of a level hold a transposed copy of its coupling blocks, padded to the tallest
     // stack: they are formed and factored a group of nodes at a time, in one reused buffer.
     // Groups are pairs of siblings, so the parent part stays one strided product per group.
-    std::size_t per_node = 0;  // the tallest stack (an empty one is a zero row)
-    for (int t = 0; t < nodes; ++t) per_node = std::max(per_node, std::size_t(std::max(height[t], 1)) * k);
+    const std::size_t per_node = std::size_t(std::max(tallest, 1)) * k;  // an empty stack: a zero row
     const int group = std::clamp(int(std::min<std::size_t>(weights_chunk_bytes<Space>() / (sizeof(T) * per_node), nodes)) & ~1,
                                  std::min(nodes, 2), nodes);
     buffer<T, Space> W(ctx, std::size_t(group) * per_node);
+    if (shift > 0) G = buffer<T, Space>(ctx, std::size_t(group) * k * k);
     for (int first = 0; first < nodes; first += group) {
       const int last = std::min(nodes, first + group), count = last - first;
-      int H = 1;
-      for (int t = first; t < last; ++t) H = std::max(H, height[t]);
-      fill(*ctx, W.data(), std::size_t(count) * H * k, T(0));
-      // Below the parent part: S_ts^T for the blocks of row t, then S_st for those of column t (copies).
-      std::vector<item_copy> rows_part, cols_part;
-      for (int t = first; t < last; ++t) {
-        std::int64_t row = std::int64_t(t - first) * H * k + kp;
-        if (rows)
-          for (int e = lv.row_ptr[t]; e < lv.row_ptr[t + 1]; ++e, row += k)
-            rows_part.push_back({k, k, std::int64_t(e) * k * k, row, k, H});
-        if (cols)
-          for (int e = lv.col_ptr[t]; e < lv.col_ptr[t + 1]; ++e, row += k)
-            cols_part.push_back({k, k, std::int64_t(lv.block_of[e]) * k * k, row, k, H});
-      }
-      copy_items(ctx, A.coupling[l].data(), W.data(), std::move(rows_part), op::transpose);
-      copy_items(ctx, A.coupling[l].data(), W.data(), std::move(cols_part));
-      // Parent part: Z_p^T E_t^T = R_p E_t^T, for child h of every parent of the group.
-      if (kp > 0)
-        for (int h = 0; h < 2; ++h)
-          gemm_strided_batched(*ctx, op::none, op::transpose, kp, k, kp, T(1),
-                               R[l - 1].data() + std::int64_t(first / 2) * kp * kp, kp, std::int64_t(kp) * kp,
-                               B.transfers[l].data() + std::int64_t(first / 2) * 2 * k * kp + h * k, 2 * k,
-                               std::int64_t(2) * k * kp, T(0), W.data() + std::int64_t(h) * H * k, H,
-                               std::int64_t(2) * H * k, count / 2);
+      T* out = R[l].data() + std::int64_t(first) * k * k;
       std::vector<int> m(count);
-      for (int t = first; t < last; ++t) m[t - first] = std::max(height[t], 1);  // an empty node: one zero row, R = 0
-      qr_items<T, Space>(ctx, W.data(), std::int64_t(H) * k, H, m, k, R[l].data() + std::int64_t(first) * k * k,
-                         /*form_q=*/false);
+      // Forms the stacks of the group in W (their heights in m) and returns their leading dimension.
+      auto stack = [&](bool blocks_in_storage) {
+        int H = 1;
+        for (int t = first; t < last; ++t) {
+          m[t - first] = kp + (blocks_in_storage ? 0 : entries(t) * k);
+          H = std::max(H, m[t - first]);
+        }
+        fill(*ctx, W.data(), std::size_t(count) * H * k, T(0));
+        // Below the parent part: S_ts^T for the blocks of row t, then S_st for those of column t (copies).
+        std::vector<item_copy> rows_part, cols_part;
+        for (int t = first; t < last; ++t) {
+          std::int64_t row = std::int64_t(t - first) * H * k + kp;
+          if (rows && !blocks_in_storage)
+            for (int e = lv.row_ptr[t]; e < lv.row_ptr[t + 1]; ++e, row += k)
+              rows_part.push_back({k, k, std::int64_t(e) * k * k, row, k, H});
+          if (cols)
+            for (int e = lv.col_ptr[t]; e < lv.col_ptr[t + 1]; ++e, row += k)
+              cols_part.push_back({k, k, std::int64_t(lv.block_of[e]) * k * k, row, k, H});
+        }
+        copy_items(ctx, A.coupling[l].data(), W.data(), std::move(rows_part), op::transpose);
+        copy_items(ctx, A.coupling[l].data(), W.data(), std::move(cols_part));
+        // Parent part: Z_p^T E_t^T = R_p E_t^T, for child h of every parent of the group.
+        if (kp > 0)
+          for (int h = 0; h < 2; ++h)
+            gemm_strided_batched(*ctx, op::none, op::transpose, kp, k, kp, T(1),
+                                 R[l - 1].data() + std::int64_t(first / 2) * kp * kp, kp, std::int64_t(kp) * kp,
+                                 B.transfers[l].data() + std::int64_t(first / 2) * 2 * k * kp + h * k, 2 * k,
+                                 std::int64_t(2) * k * kp, T(0), W.data() + std::int64_t(h) * H * k, H,
+                                 std::int64_t(2) * H * k, count / 2);
+        for (int& rows_t : m) rows_t = std::max(rows_t, 1);  // an empty stack: one zero row, R = 0
+        return H;
+      };
+      bool factored = false;
+      if (shift > 0) {
+        const int H = stack(side_by_side);
+        std::vector<item_gemm> in_storage;
+        if (side_by_side)
+          for (int t = first; t < last; ++t) {
+            const std::int64_t e = lv.row_ptr[t];
+            if (entries(t) > 0) in_storage.push_back({k, k, entries(t) * k, e * k * k, e * k * k, std::int64_t(t - first) * k * k, k, k, k});
+          }
+        factored = gram_factor(ctx, W.data(), H, m, k, root_shift.data(), G.data(), out, A.coupling[l].data(),
+                               std::move(in_storage));
+      }
+      if (!factored) {
+        const int H = stack(false);
+        qr_items<T, Space>(ctx, W.data(), std::int64_t(H) * k, H, m, k, out, /*form_q=*/false);
+      }
       ctx->synchronize();  // the copy lists and W's next use wait for this group
     }
   }
@@ -130,10 +213,14 @@ std::vector<buffer<T, Space>> truncation_bases(h2_data<T, Space>& A, std::vector
   return P;
 }
 
-// Node ranks that keep every singular value above eps (an absolute 2-norm threshold).
+// Node ranks that keep every singular value above eps (an absolute 2-norm threshold). With norm, an
+// estimate of ||A||_2 (or 0), the weights may come from Gram matrices (gram_weights): each of the
+// depth + 1 levels may shift the squared values by 1/16 of eps^2 / (depth + 1), a value at the
+// threshold by under 3% of itself.
 struct keep_above {
-  double eps;
+  double eps, norm = 0;
   double threshold(int) const { return eps; }
+  gram_weights gram(int depth) const { return {eps * eps / 16 / (depth + 1), norm * norm}; }
   template <class T>
   std::vector<int> operator()(int, const std::vector<T>& sigma, int k) const {
     std::vector<int> r(sigma.size() / std::size_t(std::max(k, 1)), 0);
@@ -210,12 +297,15 @@ inline double symmetric_max_eigenvalue(Eigen::MatrixXd a) {
 // matrix of the products M V_j already made: a lower bound (to rounding) at least as large as block
 // power iteration's. X is the constant vector and block - 1 random ones: the kernel matrices H2 holds
 // are dominated by a smooth, one-signed singular vector, which a random start meets only with weight
-// ~1/sqrt(n) (it then cost a whole extra block). It stops when the value moves less than 0.3%
+// ~1/sqrt(n) (it then cost a whole extra block). It stops when the value moves less than 1%
 // (relative) or after max_steps blocks: compression's threshold needs no more, and a low value only
-// tightens it (TARGETS.md's 2D problem: 3 blocks of 4, 2.4e-6 below the converged value).
+// tightens it. For a symmetric M the Krylov space is M's own, span{X, M X, M^2 X, ...}: one product
+// per block instead of two, for a space at least as large per product (it holds the M^T M space of
+// half the products). TARGETS.md's 2D problem: 3 products of 4 vectors, 1.2e-4 below the converged
+// value (it took 6 products with M^T M and the 0.3% rule).
 template <class T, class Space, class Apply>
 double krylov_two_norm(const context_ptr<Space>& ctx, index rows, index cols, Apply&& apply, std::uint64_t seed,
-                       int max_steps, int block = 4) {
+                       int max_steps, bool symmetric = false, int block = 4) {
   using mat = Eigen::MatrixXd;
   if (rows == 0 || cols == 0) return 0;
   block = int(std::min<index>(block, cols));
@@ -258,23 +348,24 @@ double krylov_two_norm(const context_ptr<Space>& ctx, index rows, index cols, Ap
     MV.conservativeResize(Eigen::NoChange, MV.cols() + b);
     MV.rightCols(b) = Wj;
     const double s = std::sqrt(std::max(0.0, symmetric_max_eigenvalue(G)));
-    const bool settled = step >= 1 && std::abs(s - sigma) <= 3e-3 * s;
+    const bool settled = step >= 1 && std::abs(s - sigma) <= 1e-2 * s;
     sigma = s;
     if (settled || step + 1 == max_steps) break;
-    Vj = orthonormalize(product(op::transpose, Wj), V);  // the next Krylov block, M^T M V_j
+    Vj = orthonormalize(symmetric ? Wj : product(op::transpose, Wj), V);  // the next block, M V_j or M^T M V_j
   }
   return sigma;
 }
 
-// ||A||_2 (HGEMV and its transpose).
+// ||A||_2 (HGEMV and its transpose), in at most 2 max_steps products of a block of vectors.
 template <class T, class Space>
 double norm_estimate(const h2_data<T, Space>& A, int max_steps = 6) {
+  const bool symmetric = A.symmetric && A.structure.rows() == A.structure.cols();
   return krylov_two_norm<T, Space>(
       A.ctx, A.structure.rows(), A.structure.cols(),
       [&](op trans, const matrix<T, Space>& x, matrix<T, Space>& y) {
         hgemv(A, trans, const_view<T, Space>(x.view()), y.view());
       },
-      12345, max_steps);
+      12345, symmetric ? 2 * max_steps : max_steps, symmetric);
 }
 
 // Whether recompress weighs a basis by its rows alone: a symmetric matrix's shared basis. Its weights
@@ -312,7 +403,7 @@ inline double qr_flops(double m, double n) {
 // that stack the coupling blocks into the weights are copies and not counted.
 template <class T, class Space>
 void compress_flops(const h2_data<T, Space>& A, const std::vector<int>& k, const std::vector<int>& o,
-                    const std::vector<int>& r, bool shared, bool both, compress_phases& ph) {
+                    const std::vector<int>& r, bool shared, bool both, const gram_weights& gram, compress_phases& ph) {
   const auto& tree = A.structure.row_tree();
   const auto& blocks = A.structure.blocks();
   const int L = A.depth(), bases = shared ? 1 : 2;
@@ -326,13 +417,25 @@ void compress_flops(const h2_data<T, Space>& A, const std::vector<int>& k, const
     const double b = lv.blocks(), kl = k[l], ol = o[l], rl = r[l], op = l > 0 ? o[l - 1] : 0;
     orth += b * (2 * ol * kl * kl + 2 * ol * ol * kl);
     proj += b * (2 * rl * ol * ol + 2 * rl * rl * ol);
-    for (int t = 0; t < 1 << l; ++t) {  // per basis: the blocks of row t (and of column t: both)
-      const double rows_t = lv.row_ptr[t + 1] - lv.row_ptr[t], cols_t = lv.col_ptr[t + 1] - lv.col_ptr[t];
-      const double height = op + (both ? rows_t + cols_t : rows_t) * ol;
-      weights += 2 * op * ol * op + qr_flops(std::max(height, 1.0), ol);
-      if (!shared) weights += 2 * op * ol * op + qr_flops(std::max(op + cols_t * ol, 1.0), ol);
-      trunc += bases * right_singular_flops<Space>(ol);
-    }
+    // Per basis: the blocks of row t (and of column t: both); the column basis of a pair its columns'.
+    // A stack's R costs a QR, or by Gram (gram_factor) its product, the shift, a Cholesky factorization
+    // and a triangular solve.
+    auto height = [&](int t, bool row_blocks, bool col_blocks) {
+      return op + ((row_blocks ? lv.row_ptr[t + 1] - lv.row_ptr[t] : 0) +
+                   (col_blocks ? lv.col_ptr[t + 1] - lv.col_ptr[t] : 0)) * ol;
+    };
+    auto stacks = [&](bool row_blocks, bool col_blocks) {
+      double tallest = 0, work = 0;
+      for (int t = 0; t < 1 << l; ++t) tallest = std::max(tallest, height(t, row_blocks, col_blocks));
+      const bool by_gram = gram.template shift<T>(int(tallest), int(ol)) > 0;
+      for (int t = 0; t < 1 << l; ++t) {
+        const double h = height(t, row_blocks, col_blocks);
+        work += 2 * op * ol * op + (by_gram ? 2 * h * ol * ol + 10 * ol * ol * ol / 3 : qr_flops(std::max(h, 1.0), ol));
+      }
+      return work;
+    };
+    weights += stacks(true, both) + (shared ? 0.0 : stacks(false, true));
+    trunc += bases * double(1 << l) * right_singular_flops<Space>(ol);
     if (l == L) trunc += bases * double(1 << L) * 2 * A.m_max * rl * ol;
     else trunc += bases * double(1 << (l + 1)) * (2 * o[l + 1] * rl * ol + 2 * r[l + 1] * rl * o[l + 1]);
   }
@@ -390,9 +493,11 @@ kept_ranks recompress(h2_data<T, Space>& d, Choose&& choose, compress_phases* ph
   // transposes of each other and span the same space, so the rows alone give the weights (half the
   // stack: the peer's choice too; see weights_from_rows_alone).
   const bool shared = d.row_basis == d.col_basis, both = shared && !weights_from_rows_alone(d);
-  auto Zr = basis_weights(d, *d.row_basis, true, both);
+  gram_weights gram;
+  if constexpr (requires { choose.gram(0); }) gram = choose.gram(d.depth());
+  auto Zr = basis_weights(d, *d.row_basis, true, both, gram);
   std::vector<buffer<T, Space>> Zc;
-  if (!shared) Zc = basis_weights(d, *d.col_basis, false, true);
+  if (!shared) Zc = basis_weights(d, *d.col_basis, false, true, gram);
   lap(&compress_phases::weights);
 
   kept_ranks kept;
@@ -417,7 +522,7 @@ kept_ranks recompress(h2_data<T, Space>& d, Choose&& choose, compress_phases* ph
   if (error) *error = difference_norm(d, cut);
   d.row_basis = row, d.col_basis = col, d.rank = r, d.coupling = std::move(cut.coupling);
   t0 = clock::now();
-  if (phases) compress_flops(d, k_in, k_orth, r, shared, both, *phases);
+  if (phases) compress_flops(d, k_in, k_orth, r, shared, both, gram, *phases);
   return kept;
 }
 
