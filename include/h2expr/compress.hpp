@@ -23,7 +23,7 @@ struct compress_report {
   std::vector<int> ranks_before, ranks_after;       // largest node rank per level
   std::vector<int> node_rank_min, node_rank_max;    // per level, over the nodes of both bases, after
   std::vector<double> node_rank_avg;
-  // ||A||_2 before, by block Krylov on blocks of 4 vectors, to about 1% (a low value only tightens the
+  // ||A||_2 before, by block Krylov on blocks of 4 vectors, to about 0.3% (a low value only tightens the
   // threshold): at most 6 products with A and 6 with A^T, or 12 with a symmetric A.
   double norm_estimate = 0;
   // ||A_before - A_after||_2 / ||A_before||_2 by block Krylov on the difference (at most 4), run while both

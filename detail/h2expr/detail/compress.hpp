@@ -290,68 +290,99 @@ inline double symmetric_max_eigenvalue(Eigen::MatrixXd a) {
   return a.diagonal().maxCoeff();
 }
 
-// ||M||_2 by block Krylov (Rayleigh-Ritz on span{X, M^T M X, (M^T M)^2 X, ...}): the products run on
-// the space, a block of vectors at a time (apply(op, x, y): y = op(M) x), which costs far less per
-// vector than one at a time; the small recurrences run on the host in double, with full
-// reorthogonalization. With V the orthonormal Krylov basis, the estimate is ||M V||_2, from the Gram
-// matrix of the products M V_j already made: a lower bound (to rounding) at least as large as block
-// power iteration's. X is the constant vector and block - 1 random ones: the kernel matrices H2 holds
-// are dominated by a smooth, one-signed singular vector, which a random start meets only with weight
-// ~1/sqrt(n) (it then cost a whole extra block). It stops when the value moves less than 1%
-// (relative) or after max_steps blocks: compression's threshold needs no more, and a low value only
-// tightens it. For a symmetric M the Krylov space is M's own, span{X, M X, M^2 X, ...}: one product
-// per block instead of two, for a space at least as large per product (it holds the M^T M space of
-// half the products). TARGETS.md's 2D problem: 3 products of 4 vectors, 1.2e-4 below the converged
-// value (it took 6 products with M^T M and the 0.3% rule).
+// ||M||_2 by block Krylov (Rayleigh-Ritz on span{X, M^T M X, (M^T M)^2 X, ...}), a block of vectors at
+// a time (apply(op, x, y): y = op(M) x, on views), which costs far less per vector than one at a time.
+// Every n-sized array stays on the space: the orthonormal Krylov basis V, the products M V, their Gram
+// matrix and the orthonormalization (block Gram-Schmidt twice, then Cholesky QR twice, vanishing
+// columns dropped) are gemms there; only matrices of the Krylov basis's size come to the host (in
+// double). The estimate is ||M V||_2, from the Gram matrix of the products M V_j already made: a lower
+// bound (to rounding) at least as large as block power iteration's. X is the constant vector and
+// block - 1 random ones: the kernel matrices H2 holds are dominated by a smooth, one-signed singular
+// vector, which a random start meets only with weight ~1/sqrt(n) (it then cost a whole extra block).
+// It stops when the value's increases say it is within about 0.3% (see `settled`) or after max_steps
+// blocks: compression's threshold needs no more, and a low value only tightens it. For a symmetric M the
+// Krylov space is M's own, span{X, M X, M^2 X, ...}: one product per block instead of two, for a space
+// at least as large per product (it holds the M^T M space of half the products). TARGETS.md's 2D
+// problem: 3 products of 4 vectors, 1.2e-4 below the converged value (it took 6 products with M^T M).
 template <class T, class Space, class Apply>
 double krylov_two_norm(const context_ptr<Space>& ctx, index rows, index cols, Apply&& apply, std::uint64_t seed,
                        int max_steps, bool symmetric = false, int block = 4) {
   using mat = Eigen::MatrixXd;
-  if (rows == 0 || cols == 0) return 0;
+  if (rows == 0 || cols == 0 || max_steps <= 0) return 0;
   block = int(std::min<index>(block, cols));
-  auto product = [&](op trans, const mat& in) {
-    const matrix<T, Space> x(dense<T>(in.template cast<T>()), ctx);
-    auto y = matrix<T, Space>::uninitialized(trans == op::none ? rows : cols, in.cols(), ctx);
-    apply(trans, x, y);
-    return mat(to_dense(y).template cast<double>());
+  const int cap = (max_steps + 1) * block;  // V's columns: the blocks kept, and room for the next
+  auto V = matrix<T, Space>::uninitialized(cols, cap, ctx), MV = matrix<T, Space>::uninitialized(rows, cap, ctx);
+  auto Z = matrix<T, Space>::uninitialized(cols, block, ctx), C = matrix<T, Space>::uninitialized(cap, block, ctx);
+  auto gemm = [&](op ta, op tb, T alpha, const_view<T, Space> a, const_view<T, Space> b, T beta, view<T, Space> c) {
+    const index k = ta == op::none ? a.cols() : a.rows();
+    gemm_strided_batched(*ctx, ta, tb, int(c.rows()), int(c.cols()), int(k), alpha, a.data(), int(a.ld()), 0,
+                         b.data(), int(b.ld()), 0, beta, c.data(), int(c.ld()), 0, 1);
   };
-  // Orthonormal columns of w against basis and each other (twice: full reorthogonalization); columns
-  // that vanish are dropped.
-  auto orthonormalize = [](mat w, const mat& basis) {
-    const double scale = w.cols() > 0 ? w.colwise().norm().maxCoeff() : 0;
-    for (int pass = 0; pass < 2; ++pass)
-      if (basis.cols() > 0) w -= basis * (basis.transpose() * w);
-    mat q(w.rows(), 0);
-    for (Eigen::Index j = 0; j < w.cols(); ++j) {
-      Eigen::VectorXd v = w.col(j);
-      for (int pass = 0; pass < 2; ++pass) v -= q * (q.transpose() * v);
-      if (!(v.norm() > 1e-10 * scale)) continue;
-      q.conservativeResize(Eigen::NoChange, q.cols() + 1);
-      q.col(q.cols() - 1) = v / v.norm();
+  auto small = [&](const_view<T, Space> v) { return mat(to_dense(v).template cast<double>()); };
+  auto copy_columns = [&](const_view<T, Space> from, view<T, Space> to) {
+    copy_2d(*ctx, std::size_t(from.rows()), std::size_t(from.cols()), from.data(), std::size_t(from.ld()), to.data(),
+            std::size_t(to.ld()));
+  };
+  // V's columns nv .. nv + b - 1 made orthonormal against its first nv and each other, in place; returns
+  // how many are left. A column is dropped where it vanishes against V (below 1e-10, or 100 u, of the
+  // block's largest) or where what is new in it against the block's columns before it falls below
+  // 10 sqrt(u) of its norm: Cholesky QR twice is orthonormal to rounding only while the block's
+  // condition stays under about 1 / sqrt(u), which Krylov blocks, converging together, exceed.
+  auto orthonormalize = [&](int nv, int b) {
+    const double u = double(std::numeric_limits<T>::epsilon()), vanish = std::max(1e-10, 100 * u),
+                 drop = 10 * std::sqrt(u);
+    gemm(op::transpose, op::none, T(1), V.columns(nv, b), V.columns(nv, b), T(0), C.block(0, 0, b, b));
+    const double scale2 = small(C.block(0, 0, b, b)).diagonal().maxCoeff();
+    for (int pass = 0; pass < 2 && nv > 0; ++pass) {
+      gemm(op::transpose, op::none, T(1), V.columns(0, nv), V.columns(nv, b), T(0), C.block(0, 0, nv, b));
+      gemm(op::none, op::none, T(-1), V.columns(0, nv), C.block(0, 0, nv, b), T(1), V.columns(nv, b));
     }
-    return q;
+    for (int pass = 0; pass < 2 && b > 0; ++pass) {
+      gemm(op::transpose, op::none, T(1), V.columns(nv, b), V.columns(nv, b), T(0), C.block(0, 0, b, b));
+      mat g = small(C.block(0, 0, b, b)), w(b, b);
+      for (int j = 0; j < b && pass == 0; ++j)  // (the second pass sees unit columns)
+        if (!(g(j, j) > vanish * vanish * scale2)) g.row(j).setZero(), g.col(j).setZero();
+      Eigen::VectorXd d(b);
+      if (cholqr_factor_item<double>(b, g.data(), b, w.data(), b, d.data(), nullptr, drop) != 0) return 0;  // not finite
+      int kept = 0;
+      while (kept < b && d(kept) > 0) ++kept;
+      if (kept > 0) {
+        const matrix<T, Space> W(dense<T>(w.topLeftCorner(b, kept).template cast<T>()), ctx);
+        gemm(op::none, op::none, T(1), V.columns(nv, b), W.view(), T(0), Z.columns(0, kept));
+        copy_columns(Z.columns(0, kept), V.columns(nv, kept));
+      }
+      b = kept;
+    }
+    return b;
   };
-  mat V(cols, 0), MV(rows, 0), G(0, 0);  // G = (M V)^T (M V), grown a block at a time
-  mat X = to_dense(matrix<T, Space>::random(cols, block, seed, ctx)).template cast<double>();
-  X.col(0).setOnes();
-  mat Vj = orthonormalize(X, V);
-  double sigma = 0;
-  for (int step = 0; step < max_steps && Vj.cols() > 0; ++step) {
-    const mat Wj = product(op::none, Vj);
-    const Eigen::Index old = G.rows(), b = Wj.cols();
-    G.conservativeResize(old + b, old + b);
-    G.topRightCorner(old, b) = MV.transpose() * Wj;
-    G.bottomLeftCorner(b, old) = G.topRightCorner(old, b).transpose();
-    G.bottomRightCorner(b, b) = Wj.transpose() * Wj;
-    V.conservativeResize(Eigen::NoChange, V.cols() + b);
-    V.rightCols(b) = Vj;
-    MV.conservativeResize(Eigen::NoChange, MV.cols() + b);
-    MV.rightCols(b) = Wj;
+  {
+    auto X = matrix<T, Space>::random(cols, block, seed, ctx);
+    fill(*ctx, X.data(), std::size_t(cols), T(1));  // column 0: the constant vector
+    copy_columns(X.view(), V.columns(0, block));
+  }
+  int nv = 0, bj = orthonormalize(0, block);
+  mat G(0, 0);  // (M V)^T (M V), grown a block at a time
+  double sigma = 0, rise = 0;  // the last value and its last increase
+  for (int step = 0; step < max_steps && bj > 0; ++step) {
+    apply(op::none, const_view<T, Space>(V.columns(nv, bj)), MV.columns(nv, bj));
+    gemm(op::transpose, op::none, T(1), MV.columns(0, nv + bj), MV.columns(nv, bj), T(0), C.block(0, 0, nv + bj, bj));
+    const mat c = small(C.block(0, 0, nv + bj, bj));
+    G.conservativeResize(nv + bj, nv + bj);
+    G.topRightCorner(nv, bj) = c.topRows(nv);
+    G.bottomLeftCorner(bj, nv) = c.topRows(nv).transpose();
+    G.bottomRightCorner(bj, bj) = (c.bottomRows(bj) + c.bottomRows(bj).transpose()) / 2;
+    nv += bj;
     const double s = std::sqrt(std::max(0.0, symmetric_max_eigenvalue(G)));
-    const bool settled = step >= 1 && std::abs(s - sigma) <= 1e-2 * s;
-    sigma = s;
+    // Settled when the value moved less than 0.3%, or when its increases shrink fast (by a factor
+    // rho < 1/2) and what they still add up to, rise rho / (1 - rho), is under 0.3%.
+    const double next = std::abs(s - sigma), rho = rise > 0 ? next / rise : 1;
+    const bool settled = step >= 1 && (next <= 3e-3 * s || (step >= 2 && rho < 0.5 && next * rho / (1 - rho) <= 3e-3 * s));
+    sigma = s, rise = next;
     if (settled || step + 1 == max_steps) break;
-    Vj = orthonormalize(symmetric ? Wj : product(op::transpose, Wj), V);  // the next block, M V_j or M^T M V_j
+    // The next block, M V_j (symmetric) or M^T M V_j, into V's columns from nv.
+    if (symmetric) copy_columns(MV.columns(nv - bj, bj), V.columns(nv, bj));
+    else apply(op::transpose, const_view<T, Space>(MV.columns(nv - bj, bj)), V.columns(nv, bj));
+    bj = orthonormalize(nv, bj);
   }
   return sigma;
 }
@@ -362,9 +393,7 @@ double norm_estimate(const h2_data<T, Space>& A, int max_steps = 6) {
   const bool symmetric = A.symmetric && A.structure.rows() == A.structure.cols();
   return krylov_two_norm<T, Space>(
       A.ctx, A.structure.rows(), A.structure.cols(),
-      [&](op trans, const matrix<T, Space>& x, matrix<T, Space>& y) {
-        hgemv(A, trans, const_view<T, Space>(x.view()), y.view());
-      },
+      [&](op trans, const_view<T, Space> x, view<T, Space> y) { hgemv(A, trans, x, y); },
       12345, symmetric ? 2 * max_steps : max_steps, symmetric);
 }
 
@@ -459,10 +488,10 @@ double difference_norm(h2_data<T, Space>& A, h2_data<T, Space>& B, int max_steps
     lend(h2_data<T, Space>& a_, h2_data<T, Space>& b_) : a(a_), b(b_) { std::swap(a.dense, b.dense); }
     ~lend() { std::swap(a.dense, b.dense); }
   };
-  auto apply = [&](op trans, const matrix<T, Space>& x, matrix<T, Space>& y) {
-    hgemv(A, trans, const_view<T, Space>(x.view()), y.view());
+  auto apply = [&](op trans, const_view<T, Space> x, view<T, Space> y) {
+    hgemv(A, trans, x, y);
     lend l(A, B);
-    hgemv(B, trans, T(-1), const_view<T, Space>(x.view()), T(1), y.view());
+    hgemv(B, trans, T(-1), x, T(1), y);
   };
   return krylov_two_norm<T, Space>(A.ctx, A.structure.rows(), A.structure.cols(), apply, 777, max_steps);
 }
