@@ -1,13 +1,42 @@
 #pragma once
 // Batched Cholesky (lower, in place) on the host. float data is factored in double, as ARA needs
 // for its Cholesky QR (the Gram matrix squares the condition number).
+#include <h2expr/detail/host/blas.hpp>
 #include <h2expr/detail/host/context.hpp>
 #include <h2expr/detail/host/eigen_map.hpp>
+#include <h2expr/detail/host/trsm.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <type_traits>
 
 namespace h2expr::detail {
+
+// Right-looking blocked Cholesky of the lower triangle of a (n x n, ld lda) in place: 64-column
+// panels factored by Eigen, the rows below each solved, and the trailing lower triangle updated a
+// column panel at a time through gemm_item (the BLAS's kernels; Eigen's own, at SSE2 without -march,
+// ran hara's near-field Gram matrices of up to ~1,900 rows at a third of that). Returns the column
+// whose pivot failed, or -1.
+inline Eigen::Index llt_lower_blocked(double* a, int n, int lda) {
+  constexpr int nb = 64;
+  for (int j = 0; j < n; j += nb) {
+    const int jb = std::min(nb, n - j), rest = n - j - jb;
+    double* panel = a + j + std::int64_t(j) * lda;
+    auto d = map_block(panel, jb, jb, lda);
+    const Eigen::Index failed = Eigen::internal::llt_inplace<double, Eigen::Lower>::blocked(d);
+    if (failed >= 0) return j + failed;
+    if (rest == 0) break;
+    double* below = panel + jb;  // rest x jb: := below L^{-T}
+    trsm_small_item(side::right, uplo::lower, op::transpose, diag::non_unit, rest, jb, 1.0, panel, lda, below, lda);
+    for (int c = 0; c < rest; c += nb) {
+      const int cb = std::min(nb, rest - c);
+      gemm_item(op::none, op::transpose, rest - c, cb, jb, -1.0, below + c, lda, below + c, lda, 1.0,
+                panel + jb + c + std::int64_t(jb + c) * lda, lda);
+    }
+  }
+  return -1;
+}
 
 // A = L L^T with L in the lower triangle of A (the strict upper triangle is not referenced).
 // Returns 0, or j + 1 when the pivot of column j is not positive or not finite (then A is partly
@@ -18,10 +47,10 @@ int potrf_item(int n, T* A, int lda) {
   auto a = map_block(A, n, n, lda);
   Eigen::Index failed;
   if constexpr (std::is_same_v<T, double>) {
-    failed = Eigen::internal::llt_inplace<double, Eigen::Lower>::blocked(a);
+    failed = llt_lower_blocked(A, n, lda);
   } else {
     dense<double> w = a.template cast<double>();
-    failed = Eigen::internal::llt_inplace<double, Eigen::Lower>::blocked(w);
+    failed = llt_lower_blocked(w.data(), n, n);
     a.template triangularView<Eigen::Lower>() = w.template cast<T>();
   }
   if (failed >= 0) return int(failed) + 1;
