@@ -17,21 +17,25 @@ namespace h2expr::detail {
 // panels factored by Eigen, the rows below each solved, and the trailing lower triangle updated a
 // column panel at a time through gemm_item (the BLAS's kernels; Eigen's own, at SSE2 without -march,
 // ran hara's near-field Gram matrices of up to ~1,900 rows at a third of that). Returns the column
-// whose pivot failed, or -1.
-inline Eigen::Index llt_lower_blocked(double* a, int n, int lda) {
+// whose pivot failed, or -1. (A template, always on double: as a plain inline function it instantiated
+// Eigen's LLT, the triangular solve and the BLAS wrapper in every translation unit that includes the
+// library: the largest CUDA test compile took 3.07 GB with it, 2.60 without.)
+template <class D = double>
+Eigen::Index llt_lower_blocked(D* a, int n, int lda) {
+  static_assert(std::is_same_v<D, double>, "factored in double");
   constexpr int nb = 64;
   for (int j = 0; j < n; j += nb) {
     const int jb = std::min(nb, n - j), rest = n - j - jb;
-    double* panel = a + j + std::int64_t(j) * lda;
+    D* panel = a + j + std::int64_t(j) * lda;
     auto d = map_block(panel, jb, jb, lda);
-    const Eigen::Index failed = Eigen::internal::llt_inplace<double, Eigen::Lower>::blocked(d);
+    const Eigen::Index failed = Eigen::internal::llt_inplace<D, Eigen::Lower>::blocked(d);
     if (failed >= 0) return j + failed;
     if (rest == 0) break;
-    double* below = panel + jb;  // rest x jb: := below L^{-T}
-    trsm_small_item(side::right, uplo::lower, op::transpose, diag::non_unit, rest, jb, 1.0, panel, lda, below, lda);
+    D* below = panel + jb;  // rest x jb: := below L^{-T}
+    trsm_small_item(side::right, uplo::lower, op::transpose, diag::non_unit, rest, jb, D(1), panel, lda, below, lda);
     for (int c = 0; c < rest; c += nb) {
       const int cb = std::min(nb, rest - c);
-      gemm_item(op::none, op::transpose, rest - c, cb, jb, -1.0, below + c, lda, below + c, lda, 1.0,
+      gemm_item(op::none, op::transpose, rest - c, cb, jb, D(-1), below + c, lda, below + c, lda, D(1),
                 panel + jb + c + std::int64_t(jb + c) * lda, lda);
     }
   }
@@ -47,10 +51,10 @@ int potrf_item(int n, T* A, int lda) {
   auto a = map_block(A, n, n, lda);
   Eigen::Index failed;
   if constexpr (std::is_same_v<T, double>) {
-    failed = llt_lower_blocked(A, n, lda);
+    failed = llt_lower_blocked<double>(A, n, lda);
   } else {
     dense<double> w = a.template cast<double>();
-    failed = llt_lower_blocked(w.data(), n, n);
+    failed = llt_lower_blocked<double>(w.data(), n, n);
     a.template triangularView<Eigen::Lower>() = w.template cast<T>();
   }
   if (failed >= 0) return int(failed) + 1;
