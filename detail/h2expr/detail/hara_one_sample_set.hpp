@@ -28,6 +28,7 @@
 #include <h2expr/detail/items.hpp>
 
 #include <numeric>
+#include <unordered_map>
 #include <type_traits>
 
 namespace h2expr::detail {
@@ -304,99 +305,163 @@ class one_sample_set_builder {
     return p;
   }
 
-  // For each node t, with Omega_N its near field's rows of `om` stacked (rows[s] rows of partner s, at
-  // `off` of the pair) and q = Omega_N^T (s x nin): G = Y Omega_N^+ = (Y q) (q^T q)^{-1} (nout x nin at
-  // g + row_block(t)) and, when `basis` is given, the samples W = Y P for an orthonormal P (s x w) in
-  // the null space of Omega_N: the first w - p columns give the basis (their left singular vectors, in
-  // place), the last p, independent of them, measure what each truncation of it leaves out (`check`).
-  // The Gram matrix q^T q = L L^T (its Cholesky factor) squares q's condition number, which the
-  // surplus of s over nin keeps small (needs(): a Gaussian's, about 10 at most); then every step is a
-  // product or a triangular solve, at half a Householder QR's work, and no Q is formed. Nodes go in
-  // batches that bound the scratch.
+  // For each node t, with Omega_N its near field's rows of `om` stacked (rows[c] rows of partner c, at
+  // `off` of the pair) and K = Omega_N Omega_N^T = L L^T (nin x nin, L its Cholesky factor): G = Y Omega_N^+
+  // = (Y Omega_N^T) K^{-1} (nout x nin at g + row_block(t)) and, when `basis` is given, the samples
+  // W = Y P of an orthonormal P (s x w) in the null space of Omega_N (basis_samples). K's blocks are
+  // products Omega_a Omega_b^T of two partners' samples, which neighbouring nodes share (in 3D a pair
+  // sits in about four near fields): each is formed once (for as many nodes as 512 MB of them serve),
+  // and Omega_N is never copied. K squares Omega_N's condition number, which the surplus of s over nin
+  // keeps small (needs(): a Gaussian's, about 10 at most); then every step is a product or a triangular
+  // solve. Nodes go in batches that bound the scratch.
   void project(int l, int which, const level_data& d, const panel& om, const std::vector<int>& rows,
                const std::vector<int>& off, const std::vector<int>& nin, const panel& y, const std::vector<int>& nout,
                buffer<T, Space>& g, buffer<T, Space>* basis, std::vector<double>* check) {
     const auto& f = near_[l];
-    const int nodes = int(nin.size()), ld = d.ld, nw = d.nearw, s = s_, p = p_.converge_samples, wd = d.width();
-    const std::int64_t qs = std::int64_t(s) * nw, ps = std::int64_t(s) * wd, gs = std::int64_t(nw) * nw;
+    const int nodes = int(nin.size()), ld = d.ld, nw = d.nearw, s = s_, wd = d.width();
+    const std::int64_t gs = std::int64_t(nw) * nw, ps = std::int64_t(ld) * ld;
     g = buffer<T, Space>(ctx_, std::size_t(nodes) * ld * nw);
     fill(*ctx_, g.data(), g.size(), T(0));
+    test_matrix r;
     if (basis) {
       *basis = buffer<T, Space>(ctx_, std::size_t(nodes) * d.basis_stride());
       fill(*ctx_, basis->data(), basis->size(), T(0));
       check->assign(std::size_t(nodes) * (ld + 1), 0.0);
+      r = draw_test_matrix(l, which, d, om, rows);
     }
-    const std::size_t per_node = std::size_t(qs + ps + gs) + std::size_t(nw) * wd + std::size_t(ld + p) * p;
+    const std::size_t per_node = std::size_t(gs) + (basis ? 2 * std::size_t(nw) * wd + std::size_t(wd) * wd : 0);
     const int batch = int(std::clamp<std::size_t>((std::size_t(256) << 20) / sizeof(T) / per_node, 1, nodes));
-    for (int t0 = 0; t0 < nodes; t0 += batch) {
-      const int t1 = std::min(nodes, t0 + batch), cnt = t1 - t0;
-      buffer<T, Space> q(ctx_, std::size_t(cnt) * qs), a(ctx_, std::size_t(cnt) * gs);
-      std::vector<item_copy> tr;
-      std::vector<item_gemm> gram, yq;
-      std::vector<item_trsm> solve;
-      std::vector<int> an;
-      std::vector<std::int64_t> ao;
-      for (int t = t0; t < t1; ++t) {
-        const std::int64_t qt = (t - t0) * qs, at = (t - t0) * gs;
-        for (int e = f.ptr[t]; e < f.ptr[t + 1]; ++e)
-          tr.push_back({s, rows[f.col[e]], om.at[f.col[e]], qt + std::int64_t(off[e]) * s, om.ld, s});
-        if (nin[t] > 0) an.push_back(nin[t]), ao.push_back(at);
-        for (int e = f.ptr[t]; e < f.ptr[t + 1]; ++e)  // the lower triangle, a partner's columns at a time
-          gram.push_back({nin[t] - off[e], rows[f.col[e]], s, qt + std::int64_t(off[e]) * s, qt + std::int64_t(off[e]) * s,
-                          at + off[e] + std::int64_t(off[e]) * nw, s, s, nw});
-        yq.push_back({nout[t], nin[t], s, y.at[t], qt, d.row_block(t), y.ld, s, ld});
-        solve.push_back({nout[t], nin[t], at, d.row_block(t), nw, ld});
+    const std::size_t pair_budget = (std::size_t(512) << 20) / sizeof(T) / std::size_t(ps);
+    const auto key = [nodes](int a, int b) { return std::int64_t(std::max(a, b)) * nodes + std::min(a, b); };
+    std::unordered_map<std::int64_t, std::int64_t> slot;  // pair (a >= b) -> its block Omega_a Omega_b^T
+    for (int u0 = 0, u1 = 0; u0 < nodes; u0 = u1) {
+      // Nodes u0..u1 while their pair blocks fit (one node at least); then their K's in batches.
+      slot.clear();
+      std::vector<item_gemm> pairs;
+      for (u1 = u0; u1 < nodes; ++u1) {
+        std::vector<std::int64_t> fresh;
+        for (int e1 = f.ptr[u1]; e1 < f.ptr[u1 + 1]; ++e1)
+          for (int e2 = f.ptr[u1]; e2 <= e1; ++e2) {
+            const std::int64_t k = key(f.col[e1], f.col[e2]);
+            if (!slot.count(k) && std::find(fresh.begin(), fresh.end(), k) == fresh.end()) fresh.push_back(k);
+          }
+        if (u1 > u0 && slot.size() + fresh.size() > pair_budget) break;
+        for (const std::int64_t k : fresh) {
+          const int a = int(k / nodes), b = int(k % nodes);
+          const std::int64_t at = std::int64_t(slot.size()) * ps;
+          slot.emplace(k, at);
+          pairs.push_back({rows[a], rows[b], s, om.at[a], om.at[b], at, om.ld, om.ld, ld});
+        }
       }
-      copy_items(ctx_, om.base, q.data(), tr, op::transpose);
-      gemm_items(ctx_, op::transpose, op::none, T(1), q.data(), q.data(), T(0), a.data(), gram);  // q^T q
-      const int bad = potrf_items(ctx_, a.data(), ao, an, nw);
-      if (bad >= 0)
-        throw numerical_failure("h2expr: hara: level " + std::to_string(l) + ": the samples of a near field (" +
-                                std::to_string(an[bad]) + " rows) are numerically dependent");
-      gemm_items(ctx_, op::none, op::none, T(1), y.base, q.data(), T(0), g.data(), yq);  // Y q
-      trsm_items(ctx_, side::right, uplo::lower, op::transpose, diag::non_unit, T(1), a.data(), g.data(), solve);
-      trsm_items(ctx_, side::right, uplo::lower, op::none, diag::non_unit, T(1), a.data(), g.data(), solve);
-      if (basis) basis_samples(l, which, d, q, a, t0, t1, nin, y, nout, *basis, *check);
+      buffer<T, Space> pb(ctx_, slot.size() * std::size_t(ps));
+      gemm_items(ctx_, op::none, op::transpose, T(1), om.base, om.base, T(0), pb.data(), pairs);
+      for (int t0 = u0; t0 < u1; t0 += batch) {
+        const int t1 = std::min(u1, t0 + batch), cnt = t1 - t0;
+        buffer<T, Space> a(ctx_, std::size_t(cnt) * gs);
+        std::vector<item_copy> kn, kt;
+        std::vector<item_gemm> yq;
+        std::vector<item_trsm> solve;
+        std::vector<int> an;
+        std::vector<std::int64_t> ao;
+        for (int t = t0; t < t1; ++t) {
+          const std::int64_t at = (t - t0) * gs;
+          for (int e1 = f.ptr[t]; e1 < f.ptr[t + 1]; ++e1) {
+            const int c1 = f.col[e1];
+            for (int e2 = f.ptr[t]; e2 <= e1; ++e2) {  // K's lower block triangle (off grows with e)
+              const int c2 = f.col[e2];
+              (c1 >= c2 ? kn : kt)
+                  .push_back({rows[c1], rows[c2], slot.at(key(c1, c2)), at + off[e1] + std::int64_t(off[e2]) * nw, ld, nw});
+            }
+            yq.push_back({nout[t], rows[c1], s, y.at[t], om.at[c1], d.row_block(t) + std::int64_t(off[e1]) * ld, y.ld, om.ld, ld});
+          }
+          if (nin[t] > 0) an.push_back(nin[t]), ao.push_back(at);
+          solve.push_back({nout[t], nin[t], at, d.row_block(t), nw, ld});
+        }
+        copy_items(ctx_, pb.data(), a.data(), kn);
+        copy_items(ctx_, pb.data(), a.data(), kt, op::transpose);
+        const int bad = potrf_items(ctx_, a.data(), ao, an, nw);
+        if (bad >= 0)
+          throw numerical_failure("h2expr: hara: level " + std::to_string(l) + ": the samples of a near field (" +
+                                  std::to_string(an[bad]) + " rows) are numerically dependent");
+        gemm_items(ctx_, op::none, op::transpose, T(1), y.base, om.base, T(0), g.data(), yq);  // Y Omega_N^T
+        trsm_items(ctx_, side::right, uplo::lower, op::transpose, diag::non_unit, T(1), a.data(), g.data(), solve);
+        trsm_items(ctx_, side::right, uplo::lower, op::none, diag::non_unit, T(1), a.data(), g.data(), solve);
+        if (basis) basis_samples(l, d, r, a, g, t0, t1, rows, off, nin, y, nout, *basis, *check);
+      }
     }
   }
 
-  // W = Y P for nodes t0..t1 (P: Gaussian columns with their part in range(q) removed, twice, then
-  // orthonormalized), the SVD of its first w - p columns in place, and the held-out estimates of every
-  // truncation.
-  void basis_samples(int l, int which, const level_data& d, const buffer<T, Space>& q, const buffer<T, Space>& a,
-                     int t0, int t1, const std::vector<int>& nin, const panel& y, const std::vector<int>& nout,
+  // One test matrix R for every node of a level (s x w, w the level's widest basis sample: the
+  // orthonormal factor of a Gaussian's QR), with each node's rows of the samples times it, Omega_c R: a
+  // node's test columns are P' = (I - Omega_N^T K^{-1} Omega_N) R, R's part in the null space of Omega_N,
+  // and from Omega_c R no s x w matrix per node is formed. (A node's held-out estimates need its R
+  // independent of its own samples, not of the other nodes'.)
+  struct test_matrix {
+    buffer<T, Space> r, rows, unit;  // R; Omega_c R (ld x w per node); (1 + delta) I, w x w
+    int w = 0;
+  };
+  test_matrix draw_test_matrix(int l, int which, const level_data& d, const panel& om, const std::vector<int>& rows) {
+    const int nodes = 1 << l, ld = d.ld, s = s_, wd = std::min(d.width(), s);
+    test_matrix m{buffer<T, Space>(ctx_, std::size_t(s) * wd), buffer<T, Space>(ctx_, std::size_t(nodes) * ld * wd), {}, wd};
+    fill_random(*ctx_, distribution::normal, s, wd, m.r.data(), s,
+                splitmix64(p_.seed ^ (0x6a09e667f3bcc909ull * std::uint64_t(1 + l + 64 * which + 256 * s))));
+    buffer<T, Space> f(ctx_, std::size_t(wd) * wd);
+    qr_items(ctx_, m.r.data(), {0}, {s}, {wd}, s, f.data(), {0}, wd);
+    std::vector<item_gemm> items;
+    for (int c = 0; c < nodes; ++c) items.push_back({rows[c], wd, s, om.at[c], 0, std::int64_t(c) * ld * wd, om.ld, s, ld});
+    gemm_items(ctx_, op::none, op::none, T(1), om.base, m.r.data(), T(0), m.rows.data(), items);
+    // P'^T P' = I - X^T X has rounding of about cond(K) eps; the shift keeps its Cholesky factorization
+    // defined where P' is nearly rank deficient (w close to s - nin), at the cost of shrinking such a
+    // column slightly (its basis is no worse; its held-out estimate a little low, with small probability).
+    std::vector<T> unit(std::size_t(wd) * wd, T(0));
+    for (int j = 0; j < wd; ++j) unit[std::size_t(j) * (wd + 1)] = T(1) + T(1024) * std::numeric_limits<T>::epsilon();
+    m.unit = buffer<T, Space>(ctx_, unit);
+    return m;
+  }
+
+  // W = Y P for nodes t0..t1 with P = P' C^{-T}, P' = (I - Omega_N^T K^{-1} Omega_N) R and C C^T = P'^T P'
+  // = I - X^T X, X = L^{-1} Omega_N R: Y P' = Y R - G Omega_N R, so W is products and solves of
+  // w-column blocks alone. Then the SVD of its first w - p columns in place and the held-out
+  // estimates of every truncation from the last p.
+  void basis_samples(int l, const level_data& d, const test_matrix& r, const buffer<T, Space>& a,
+                     const buffer<T, Space>& g, int t0, int t1, const std::vector<int>& rows, const std::vector<int>& off,
+                     const std::vector<int>& nin, const panel& y, const std::vector<int>& nout,
                      buffer<T, Space>& basis, std::vector<double>& check) {
+    const auto& f = near_[l];
     const int cnt = t1 - t0, ld = d.ld, s = s_, p = p_.converge_samples, wd = d.width(), nw = d.nearw;
-    const std::int64_t qs = std::int64_t(s) * nw, ps = std::int64_t(s) * wd, gs = std::int64_t(nw) * nw;
-    buffer<T, Space> P(ctx_, std::size_t(cnt) * ps), X(ctx_, std::size_t(cnt) * nw * wd),
-        rp(ctx_, std::size_t(cnt) * wd * wd);
-    fill_random(*ctx_, distribution::normal, s, std::size_t(cnt) * wd, P.data(), s,
-                splitmix64(p_.seed ^ (0x6a09e667f3bcc909ull * std::uint64_t(1 + l + 64 * which + 256 * s + 65536 * t0))));
-    std::vector<int> w(cnt);
-    std::vector<item_gemm> qp, qx, yp;
-    std::vector<item_trsm> solve;
-    std::vector<int> pn;
-    std::vector<std::int64_t> po, pr;
+    const std::int64_t gs = std::int64_t(nw) * nw, ss = std::int64_t(nw) * wd, cw = std::int64_t(wd) * wd;
+    buffer<T, Space> S(ctx_, std::size_t(cnt) * ss), X(ctx_, std::size_t(cnt) * ss), C(ctx_, std::size_t(cnt) * cw);
+    std::vector<int> w(cnt), cn;
+    std::vector<std::int64_t> co;
+    std::vector<item_copy> stack, rtr;
+    std::vector<item_gemm> xx, yr, gsw;
+    std::vector<item_trsm> lx, wc;
     for (int t = t0; t < t1; ++t) {
       const int i = t - t0;
       w[i] = nout[t] > 0 ? std::min(s - nin[t], nout[t] + p) : 0;
-      const std::int64_t xt = std::int64_t(i) * nw * wd;
-      qp.push_back({nin[t], w[i], s, i * qs, i * ps, xt, s, s, nw});
-      solve.push_back({nin[t], w[i], i * gs, xt, nw, nw});
-      qx.push_back({s, w[i], nin[t], i * qs, xt, i * ps, s, nw, s});
-      if (w[i] > 0) pn.push_back(w[i]), po.push_back(i * ps), pr.push_back(std::int64_t(i) * wd * wd);
-      yp.push_back({nout[t], w[i], s, y.at[t], i * ps, d.basis_at(t), y.ld, s, ld});
+      if (w[i] <= 0) continue;
+      for (int e = f.ptr[t]; e < f.ptr[t + 1]; ++e)
+        stack.push_back({rows[f.col[e]], w[i], std::int64_t(f.col[e]) * ld * r.w, i * ss + off[e], ld, nw});
+      lx.push_back({nin[t], w[i], i * gs, i * ss, nw, nw});
+      rtr.push_back({w[i], w[i], 0, i * cw, r.w, wd});
+      xx.push_back({w[i], w[i], nin[t], i * ss, i * ss, i * cw, nw, nw, wd});
+      cn.push_back(w[i]), co.push_back(i * cw);
+      yr.push_back({nout[t], w[i], s, y.at[t], 0, d.basis_at(t), y.ld, s, ld});
+      gsw.push_back({nout[t], w[i], nin[t], d.row_block(t), i * ss, d.basis_at(t), ld, nw, ld});
+      wc.push_back({nout[t], w[i], i * cw, d.basis_at(t), wd, ld});
     }
-    // Twice in float, where the Gram matrix's rounding (its condition number times float's epsilon)
-    // would leave the near field's rows visible in P; in double once is exact enough.
-    for (int pass = 0; pass < (std::is_same_v<T, float> ? 2 : 1); ++pass) {
-      gemm_items(ctx_, op::transpose, op::none, T(1), q.data(), P.data(), T(0), X.data(), qp);  // q^T P
-      trsm_items(ctx_, side::left, uplo::lower, op::none, diag::non_unit, T(1), a.data(), X.data(), solve);
-      trsm_items(ctx_, side::left, uplo::lower, op::transpose, diag::non_unit, T(1), a.data(), X.data(), solve);
-      gemm_items(ctx_, op::none, op::none, T(-1), q.data(), X.data(), T(1), P.data(), qx);  // P - q (q^T q)^{-1} q^T P
-    }
-    qr_items(ctx_, P.data(), po, std::vector<int>(po.size(), s), pn, s, rp.data(), pr, wd);
-    gemm_items(ctx_, op::none, op::none, T(1), y.base, P.data(), T(0), basis.data(), yp);  // W = Y P
+    copy_items(ctx_, r.rows.data(), S.data(), stack);  // Omega_N R
+    copy(*ctx_, S.data(), X.data(), S.size());
+    trsm_items(ctx_, side::left, uplo::lower, op::none, diag::non_unit, T(1), a.data(), X.data(), lx);
+    copy_items(ctx_, r.unit.data(), C.data(), rtr);
+    gemm_items(ctx_, op::transpose, op::none, T(-1), X.data(), X.data(), T(1), C.data(), xx);  // P'^T P'
+    const int bad = potrf_items(ctx_, C.data(), co, cn, wd);
+    if (bad >= 0)
+      throw numerical_failure("h2expr: hara: level " + std::to_string(l) + ": the test columns of a node's far field (" +
+                              std::to_string(cn[bad]) + ") are numerically dependent");
+    gemm_items(ctx_, op::none, op::none, T(1), y.base, r.r.data(), T(0), basis.data(), yr);   // Y R
+    gemm_items(ctx_, op::none, op::none, T(-1), g.data(), S.data(), T(1), basis.data(), gsw);  // - G Omega_N R
+    trsm_items(ctx_, side::right, uplo::lower, op::transpose, diag::non_unit, T(1), C.data(), basis.data(), wc);
 
     // Left singular vectors of W1 (nout x (w - p)) in place.
     std::vector<int> sm, sn, sld;
