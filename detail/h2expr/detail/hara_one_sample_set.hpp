@@ -641,7 +641,6 @@ class one_sample_set_builder {
     auto& up = lv_[l - 1];
     const auto& f = near_[l];
     const int nodes = 1 << l, s = s_ - c0, ld = d.ld;
-    const std::int64_t qs = std::int64_t(s) * ld;
     up.nr.assign(nodes / 2, 0), up.nc.assign(nodes / 2, 0);
     for (int t = 0; t < nodes; ++t) up.nr[t / 2] += d.ku[t], up.nc[t / 2] += d.kv[t];
     up.ld = 1;
@@ -661,41 +660,37 @@ class one_sample_set_builder {
     if (!sym_) alloc(up.ps), alloc(up.z);
     const T* u = d.u.data();
     const T* v = sym_ ? d.u.data() : d.v.data();
-    // Nodes go in batches whose copies of the samples (tmp) stay within 256 MB.
-    const int batch = int(std::clamp<std::int64_t>((std::int64_t(256) << 20) / sizeof(T) / std::max<std::int64_t>(qs, 1), 1, nodes));
-    buffer<T, Space> tmp(ctx_, std::size_t(std::min(batch, nodes)) * qs);
     int most = 0;
     for (int t = 0; t < nodes; ++t) most = std::max(most, f.ptr[t + 1] - f.ptr[t]);
-    // One side: out^ = B^T (out - sum op(D) in) into the parent's blocks; the sum goes one near
-    // partner at a time (one batch writes each node's block once).
+    buffer<T, Space> e(ctx_, std::size_t(f.pairs()) * ld * ld);
+    // One side: out^ = B^T out - sum_s (B^T op(D)) in_s into the parent's blocks: the near blocks are
+    // projected first (k x ld each), so the products with the samples have k rows, not ld; the sum
+    // goes one near partner at a time (each writes every node's block once).
     auto side = [&](const panel& in, const panel& out, const std::vector<int>& nin, const std::vector<int>& nout,
                     const T* bin, const std::vector<int>& kin, const T* bout, const std::vector<int>& kout, bool mirror,
                     buffer<T, Space>& to_in, buffer<T, Space>& to_out) {
-      for (int t0 = 0; t0 < nodes; t0 += batch) {
-        const int t1 = std::min(nodes, t0 + batch);
-        std::vector<item_gemm> hin, hout;
-        std::vector<item_copy> cy;
-        for (int t = t0; t < t1; ++t) {
-          const std::int64_t parent = std::int64_t(t / 2) * ups, at = (t - t0) * qs;
-          const int oin = (t & 1) ? kin[t - 1] : 0, oout = (t & 1) ? kout[t - 1] : 0;
-          const std::int64_t ic = in.at[t] + std::int64_t(c0) * in.ld, oc = out.at[t] + std::int64_t(c0) * out.ld;
-          hin.push_back({kin[t], s, nin[t], d.basis_at(t), ic, parent + first + oin, ld, in.ld, up.ld});
-          cy.push_back({nout[t], s, oc, at, out.ld, ld});
-          hout.push_back({kout[t], s, nout[t], d.basis_at(t), at, parent + first + oout, ld, ld, up.ld});
+      std::vector<item_gemm> hin, hout, be;
+      for (int t = 0; t < nodes; ++t) {
+        const std::int64_t parent = std::int64_t(t / 2) * ups;
+        const int oin = (t & 1) ? kin[t - 1] : 0, oout = (t & 1) ? kout[t - 1] : 0;
+        const std::int64_t ic = in.at[t] + std::int64_t(c0) * in.ld, oc = out.at[t] + std::int64_t(c0) * out.ld;
+        hin.push_back({kin[t], s, nin[t], d.basis_at(t), ic, parent + first + oin, ld, in.ld, up.ld});
+        hout.push_back({kout[t], s, nout[t], d.basis_at(t), oc, parent + first + oout, ld, out.ld, up.ld});
+        for (int q = f.ptr[t]; q < f.ptr[t + 1]; ++q)
+          be.push_back({kout[t], nin[f.col[q]], nout[t], d.basis_at(t), d.pair(mirror ? f.mirror[q] : q), d.pair(q), ld, ld, ld});
+      }
+      gemm_items(ctx_, op::transpose, op::none, T(1), bin, in.base, T(0), to_in.data(), hin);
+      gemm_items(ctx_, op::transpose, op::none, T(1), bout, out.base, T(0), to_out.data(), hout);
+      gemm_items(ctx_, op::transpose, mirror ? op::transpose : op::none, T(1), bout, d.d.data(), T(0), e.data(), be);
+      for (int j = 0; j < most; ++j) {
+        std::vector<item_gemm> es;
+        for (int t = 0; t < nodes; ++t) {
+          if (f.ptr[t] + j >= f.ptr[t + 1]) continue;
+          const int q = f.ptr[t] + j, c = f.col[q], oout = (t & 1) ? kout[t - 1] : 0;
+          es.push_back({kout[t], s, nin[c], d.pair(q), in.at[c] + std::int64_t(c0) * in.ld,
+                        std::int64_t(t / 2) * ups + first + oout, ld, in.ld, up.ld});
         }
-        gemm_items(ctx_, op::transpose, op::none, T(1), bin, in.base, T(0), to_in.data(), hin);
-        copy_items(ctx_, out.base, tmp.data(), cy);
-        for (int j = 0; j < most; ++j) {
-          std::vector<item_gemm> dt;
-          for (int t = t0; t < t1; ++t) {
-            if (f.ptr[t] + j >= f.ptr[t + 1]) continue;
-            const int q = f.ptr[t] + j, c = f.col[q];
-            dt.push_back({nout[t], s, nin[c], d.pair(mirror ? f.mirror[q] : q), in.at[c] + std::int64_t(c0) * in.ld,
-                          (t - t0) * qs, ld, in.ld, ld});
-          }
-          gemm_items(ctx_, mirror ? op::transpose : op::none, op::none, T(-1), d.d.data(), in.base, T(1), tmp.data(), dt);
-        }
-        gemm_items(ctx_, op::transpose, op::none, T(1), bout, tmp.data(), T(0), to_out.data(), hout);
+        gemm_items(ctx_, op::none, op::none, T(-1), e.data(), in.base, T(1), to_out.data(), es);
       }
     };
     side(samples(l, true, false), samples(l, false, false), d.nc, d.nr, v, d.kv, u, d.ku, false, up.om, up.y);
