@@ -450,8 +450,8 @@ class one_sample_set_builder {
       gsw.push_back({nout[t], w[i], nin[t], d.row_block(t), i * ss, d.basis_at(t), ld, nw, ld});
       wc.push_back({nout[t], w[i], i * cw, d.basis_at(t), wd, ld});
     }
-    copy_items(ctx_, r.rows.data(), S.data(), stack);  // Omega_N R
-    copy(*ctx_, S.data(), X.data(), S.size());
+    copy_items(ctx_, r.rows.data(), S.data(), stack);  // Omega_N R, and a copy of it that L^{-1} overwrites
+    copy_items(ctx_, r.rows.data(), X.data(), stack);
     trsm_items(ctx_, side::left, uplo::lower, op::none, diag::non_unit, T(1), a.data(), X.data(), lx);
     copy_items(ctx_, r.unit.data(), C.data(), rtr);
     gemm_items(ctx_, op::transpose, op::none, T(-1), X.data(), X.data(), T(1), C.data(), xx);  // P'^T P'
