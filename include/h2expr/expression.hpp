@@ -1,7 +1,7 @@
 #pragma once
-// Lazy expressions over operators: H2 matrices, sparse matrices, samplers, dense matrices and
-// Cholesky solves, combined with +, -, unary -, scalar *, / and operator * (composition), transpose()
-// and solve(cholesky(S)), nested freely. Nothing is computed when an expression is written: an
+// Lazy expressions over operators: H2 matrices, sparse matrices, samplers, dense matrices, diagonal
+// matrices (identity, diagonal) and Cholesky solves, combined with +, -, unary -, scalar *, / and
+// operator * (composition), transpose() and solve(cholesky(S)), nested freely. Nothing is computed when an expression is written: an
 // expression times a block of vectors evaluates it (one pass, temporaries planned once), and
 // hara(expr, tol) samples it (samplers/h2expr/samplers/expression.hpp).
 //
@@ -10,6 +10,7 @@
 //
 // As in Eigen, a node refers to the operands it was given as lvalues (they must outlive it) and holds
 // the temporaries it was given (sub-expressions, a factor) by value.
+#include <h2expr/diagonal_matrix.hpp>
 #include <h2expr/error.hpp>
 #include <h2expr/h2_matrix.hpp>
 #include <h2expr/matrix.hpp>
@@ -46,6 +47,8 @@ template <class T, class Space>
 struct is_leaf<sampler<T, Space>> : std::true_type {};
 template <class T, class Space>
 struct is_leaf<matrix<T, Space>> : std::true_type {};
+template <class T, class Space>
+struct is_leaf<diagonal_matrix<T, Space>> : std::true_type {};
 
 // The base of every node type.
 struct expression_node {};

@@ -6,11 +6,14 @@
 #include <h2expr/cholesky.hpp>
 #include <h2expr/compress.hpp>
 #include <h2expr/context.hpp>
+#include <h2expr/diagonal_matrix.hpp>
 #include <h2expr/error.hpp>
 #include <h2expr/expression.hpp>
 #include <h2expr/h2_matrix.hpp>
 #include <h2expr/hara.hpp>
+#include <h2expr/inverse.hpp>
 #include <h2expr/kernels.hpp>
+#include <h2expr/krylov.hpp>
 #include <h2expr/orthogonalize.hpp>
 #include <h2expr/matrix.hpp>
 #include <h2expr/point_cloud.hpp>

@@ -7,7 +7,9 @@
 //   auto L = hx::hara(hx::sampler<double>(n, f), 1e-4, {.structure = A.structure()});
 //   double err = hx::relative_error(P, A * A, 10);
 //
-// The tolerance is relative, in the Frobenius norm: ||P - M||_F <~ tol ||M||_F.
+// The tolerance is relative, in the Frobenius norm: ||P - M||_F <~ tol ||M||_F. Identity and diagonal
+// terms of a sum (K + 1e-2 * hx::identity<double>(n)), a sampler's diagonal part, are not sampled: they
+// go into P's dense diagonal leaves exactly.
 //
 // One set of samples serves every level (detail/hara_one_sample_set.hpp): about 1.5 times a near
 // field's rows (the nodes of a level whose blocks with a node are not admissible) plus the ranks plus
@@ -15,6 +17,7 @@
 // the library builds has near fields that nest so: weak (HSS-like) ones (structure::weak, the 2D
 // Schur complements), 1D, 2D and 3D kernels at any eta. For a structure whose near fields do not
 // nest, hara builds level by level from the root on the weak sampling tree (detail/hara.hpp).
+#include <h2expr/detail/add_diagonal.hpp>
 #include <h2expr/detail/hara.hpp>
 #include <h2expr/detail/hara_one_sample_set.hpp>
 #include <h2expr/error.hpp>
@@ -88,6 +91,7 @@ h2_matrix<T, Space> hara(const sampler<T, Space>& M, double tol, const hara_opti
   if (S.depth() >= 1 && !near.empty())
     build(detail::one_sample_set_builder<T, Space>(M, S, par, std::move(near)));
   else build(detail::hara_builder<T, Space>(M, S, par));
+  if (const auto* d = M.diagonal()) detail::add_diagonal(P.data(), d->data());  // not sampled: exact
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (const auto& l : rep.levels) {
     rep.samples += l.samples;
@@ -144,6 +148,22 @@ probe_errors probe(const sampler<T, Space>& P, const sampler<T, Space>& M, int p
 template <expression A, expression B>
 double relative_error(A&& approx, B&& exact, int probes = 10, std::uint64_t seed = 0x2f6b1e3a9c4d5e87ull) {
   return detail::probe(as_sampler(std::forward<A>(approx)), as_sampler(std::forward<B>(exact)), probes, seed).frobenius;
+}
+
+// sqrt(sum_i ||M x_i||^2 / probes) over `probes` standard normal vectors x_i: a randomized estimate of
+// ||M||_F (E ||M x||^2 = ||M||_F^2), concentrating as relative_error's sums do.
+template <expression E>
+double frobenius_estimate(E&& e, int probes = 10, std::uint64_t seed = 0x2f6b1e3a9c4d5e87ull) {
+  using T = typename std::remove_cvref_t<E>::value_type;
+  using Space = typename std::remove_cvref_t<E>::space;
+  detail::require(probes >= 1, "frobenius_estimate: probes must be >= 1");
+  const auto M = as_sampler(std::forward<E>(e));
+  auto X = matrix<T, Space>::random(M.cols(), probes, seed, M.context_ptr());
+  auto Y = matrix<T, Space>::uninitialized(M.rows(), probes, M.context_ptr());
+  M.apply(X.view(), Y.view());
+  const double f = std::sqrt(detail::sum_of_squares(Y.context(), Y.data(), std::size_t(Y.size())) / probes);
+  detail::require<non_finite_value>(std::isfinite(f), "frobenius_estimate: the operator's products are not finite");
+  return f;
 }
 
 }  // namespace h2expr

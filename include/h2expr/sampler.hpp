@@ -2,7 +2,9 @@
 // sampler<T, Space>: an operator known only through its products with blocks of vectors, the input
 // hara() rebuilds as an H2 matrix. A user lambda `f(const_view in, view out)` writes out = M in;
 // one function is taken as a symmetric operator, two (f, f_transpose) as a general one. H2 matrices
-// and their products convert to samplers too (samplers/), keeping their structure as a hint.
+// and their products convert to samplers too (samplers/), keeping their structure as a hint. A
+// sampler may carry an exact diagonal part d (with_diagonal): M = f + diag(d), of which hara() samples
+// f alone and puts diag(d) into the new matrix's dense diagonal leaves.
 //
 //   hx::sampler<double> S(n, [&](hx::const_view<double> in, hx::view<double> out) { /* out = M in */ });
 //   hx::matrix<double> Y = S * X;
@@ -13,6 +15,7 @@
 #include <h2expr/view.hpp>
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -50,9 +53,35 @@ class sampler {
   }
   const ::h2expr::context_ptr<Space>& context_ptr() const { return ctx_; }
 
+  // M becomes f + diag(d), for an n x 1 column d with finite entries (M square): an exact diagonal part
+  // that hara() does not sample. It replaces any diagonal part given before.
+  sampler& with_diagonal(matrix<T, Space> d) {
+    detail::require<dimension_mismatch>(rows_ == cols_ && d.rows() == rows_ && d.cols() == 1,
+                                        "sampler: the diagonal part of a " + std::to_string(rows_) + " x " +
+                                            std::to_string(cols_) + " operator is " + std::to_string(d.rows()) +
+                                            " x " + std::to_string(d.cols()));
+    detail::require<non_finite_value>(d.rows() == 0 || detail::all_finite(d.context(), d.data(), std::size_t(d.rows())),
+                                      "sampler: the diagonal part has entries that are not finite");
+    diagonal_ = std::make_shared<const matrix<T, Space>>(std::move(d));
+    return *this;
+  }
+  // The exact diagonal part d (n entries in the space), or null.
+  const matrix<T, Space>* diagonal() const { return diagonal_.get(); }
+
   // out = M in, out = M^T in (sizes checked).
-  void apply(const_view<T, Space> in, view<T, Space> out) const { run(f_, rows_, cols_, in, out, "M"); }
-  void apply_transpose(const_view<T, Space> in, view<T, Space> out) const { run(ft_, cols_, rows_, in, out, "M^T"); }
+  void apply(const_view<T, Space> in, view<T, Space> out) const {
+    run(f_, rows_, cols_, in, out, "M");
+    add_diagonal(in, out);
+  }
+  void apply_transpose(const_view<T, Space> in, view<T, Space> out) const {
+    run(ft_, cols_, rows_, in, out, "M^T");
+    add_diagonal(in, out);
+  }
+  // out = (M - diag(d)) in and its transpose: the part hara() samples.
+  void apply_off_diagonal(const_view<T, Space> in, view<T, Space> out) const { run(f_, rows_, cols_, in, out, "M"); }
+  void apply_transpose_off_diagonal(const_view<T, Space> in, view<T, Space> out) const {
+    run(ft_, cols_, rows_, in, out, "M^T");
+  }
 
   // The transposed operator, as a sampler.
   sampler transposed() const {
@@ -73,9 +102,16 @@ class sampler {
     if (in.cols() > 0) f(in, out);
   }
 
+  void add_diagonal(const_view<T, Space> in, view<T, Space> out) const {
+    if (diagonal_ && in.cols() > 0)
+      detail::axpby_2d(*ctx_, std::size_t(rows_), std::size_t(in.cols()), T(1), in.data(), std::size_t(in.ld()), T(1),
+                       out.data(), std::size_t(out.ld()), diagonal_->data());
+  }
+
   ::h2expr::context_ptr<Space> ctx_;
   index rows_ = 0, cols_ = 0;
   function f_, ft_;
+  std::shared_ptr<const matrix<T, Space>> diagonal_;  // shared by copies
   bool symmetric_ = false;
   ::h2expr::structure<T> structure_;
 };

@@ -421,8 +421,8 @@ class hara_builder {
     const int* map = H_.arrays->padded_to_user.data();
     auto X = matrix<T, Space>::uninitialized(n_, w, ctx_), Y = matrix<T, Space>::uninitialized(n_, w, ctx_);
     scatter_rows(c, map, np_, Xp, np_, X.data(), n_, w);
-    if (transpose) M_.apply_transpose(X.view(), Y.view());
-    else M_.apply(X.view(), Y.view());
+    if (transpose) M_.apply_transpose_off_diagonal(X.view(), Y.view());  // hara() adds M's diagonal part
+    else M_.apply_off_diagonal(X.view(), Y.view());
     if (peel_) {
       auto Z = matrix<T, Space>::uninitialized(n_, w, ctx_);
       hgemv(H_, transpose ? op::transpose : op::none, const_view<T, Space>(X.view()), Z.view());

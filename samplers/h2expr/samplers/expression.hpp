@@ -9,6 +9,10 @@
 // scaled or added) belong to their node and grow to the widest block seen, so sampling a block of
 // vectors allocates nothing once the first block has passed.
 //
+// Diagonal terms of the top-level sum (identities, diagonals, scaled, in any order: K + 1e-2 I) are not
+// evaluated by the sampler's function: their sum d is the sampler's exact diagonal part (with_diagonal),
+// so hara() samples the rest and adds diag(d) to the new matrix's dense leaves exactly.
+//
 // The sampler also carries what hara() deduces from the expression: its structure (an operand's with
 // the expression's shape) and whether it is symmetric (A * A of a symmetric A, A + A^T, X^T M X with a
 // symmetric M, e.g. A22 - A21 solve(cholesky(A11)) A12 when A21 = A12^T), so that hara samples half.
@@ -16,6 +20,7 @@
 #include <h2expr/detail/batched.hpp>
 #include <h2expr/detail/buffer.hpp>
 #include <h2expr/detail/hgemv.hpp>
+#include <h2expr/diagonal_matrix.hpp>
 #include <h2expr/expression.hpp>
 #include <h2expr/sampler.hpp>
 #include <h2expr/sparse_matrix.hpp>
@@ -141,6 +146,16 @@ class evaluator<matrix<T, Space>> {
 };
 
 template <class T, class Space>
+class evaluator<diagonal_matrix<T, Space>> {
+ public:
+  explicit evaluator(const diagonal_matrix<T, Space>& D) : D_(D) {}
+  void apply(op, T alpha, const_view<T, Space> in, T beta, view<T, Space> out) { D_.apply(alpha, in, beta, out); }
+
+ private:
+  const diagonal_matrix<T, Space>& D_;
+};
+
+template <class T, class Space>
 class evaluator<sampler<T, Space>> {
  public:
   explicit evaluator(const sampler<T, Space>& s) : s_(s) {}
@@ -179,11 +194,17 @@ class evaluator<sum_expr<L, R>> {
  public:
   explicit evaluator(const sum_expr<L, R>& e) : e_(e), left_(e.left), right_(e.right) {}
   void apply(op t, T alpha, const_view<T, Space> in, T beta, view<T, Space> out) {
+    if (skip_left_) return right_.apply(t, alpha * e_.b, in, beta, out);
     left_.apply(t, alpha * e_.a, in, beta, out);
-    right_.apply(t, alpha * e_.b, in, T(1), out);
+    if (!skip_right_) right_.apply(t, alpha * e_.b, in, T(1), out);
   }
+  // Terms left out of apply (diagonal terms the sampler adds exactly; not both).
+  void skip(bool left, bool right) { skip_left_ = left, skip_right_ = right; }
+  evaluator<std::remove_cvref_t<L>>& left() { return left_; }
+  evaluator<std::remove_cvref_t<R>>& right() { return right_; }
 
  private:
+  bool skip_left_ = false, skip_right_ = false;
   const sum_expr<L, R>& e_;
   evaluator<std::remove_cvref_t<L>> left_;
   evaluator<std::remove_cvref_t<R>> right_;
@@ -226,6 +247,7 @@ class evaluator<scaled_expr<E>> {
   void apply(op t, T alpha, const_view<T, Space> in, T beta, view<T, Space> out) {
     inner_.apply(t, alpha * s_, in, beta, out);
   }
+  evaluator<std::remove_cvref_t<E>>& inner() { return inner_; }
 
  private:
   T s_;
@@ -242,6 +264,7 @@ class evaluator<transpose_expr<E>> {
   void apply(op t, T alpha, const_view<T, Space> in, T beta, view<T, Space> out) {
     inner_.apply(flip(t), alpha, in, beta, out);
   }
+  evaluator<std::remove_cvref_t<E>>& inner() { return inner_; }
 
  private:
   evaluator<std::remove_cvref_t<E>> inner_;
@@ -286,6 +309,40 @@ inline constexpr bool is_scaled_v<scaled_expr<E>> = true;
 
 template <class X>
 bool is_symmetric(const X& x);
+
+template <class X>
+inline constexpr bool is_diagonal_v = false;
+template <class T, class Space>
+inline constexpr bool is_diagonal_v<diagonal_matrix<T, Space>> = true;
+
+// The diagonal terms of x's top-level sum, times coef, added into d (n entries in the space; `any` set
+// when there is one), and their evaluators switched off in ev. Returns whether x is diagonal alone.
+template <class X, class T = typename X::value_type, class Space = typename X::space>
+bool split_diagonal(const X& x, evaluator<X>& ev, T coef, T* d, bool& any) {
+  if constexpr (is_diagonal_v<X>) {
+    auto& c = *x.context_ptr();
+    if (x.is_identity()) {
+      matrix<T, Space> ones(x.rows(), 1, x.context_ptr());
+      fill(c, ones.data(), std::size_t(x.rows()), T(1));
+      axpy(c, std::size_t(x.rows()), coef, ones.data(), d);
+    } else {
+      axpy(c, std::size_t(x.rows()), coef, x.entries(), d);
+    }
+    any = true;
+    return true;
+  } else if constexpr (is_scaled_v<X>) {
+    return split_diagonal(x.inner, ev.inner(), T(coef * x.s), d, any);
+  } else if constexpr (is_transpose_v<X>) {
+    return split_diagonal(x.inner, ev.inner(), coef, d, any);  // a diagonal is its transpose
+  } else if constexpr (is_sum_v<X>) {
+    const bool l = split_diagonal(x.left, ev.left(), T(coef * x.a), d, any);
+    const bool r = split_diagonal(x.right, ev.right(), T(coef * x.b), d, any);
+    if (!(l && r)) ev.skip(l, r);
+    return l && r;
+  } else {
+    return false;
+  }
+}
 
 // The factors of x (or of x^T) as a product chain: products are flattened, transposes pushed down,
 // scalars dropped, anything else is one factor.
@@ -387,19 +444,35 @@ auto as_sampler(E&& e) {
   struct state {
     detail::stored_t<E> expr;
     detail::evaluator<X> eval;
+    bool diagonal_only = false;  // the whole operator is the sampler's diagonal part
     explicit state(E&& x) : expr(std::forward<E>(x)), eval(expr) {}
   };
   auto st = std::make_shared<state>(std::forward<E>(e));
-  auto product = [st](detail::op t) {
-    return [st, t](const_view<T, Space> in, view<T, Space> out) { st->eval.apply(t, T(1), in, T(0), out); };
-  };
   const X& x = st->expr;
   auto ctx = detail::context_of(x);
+  matrix<T, Space> diagonal;
+  if (x.rows() == x.cols()) {
+    bool any = false;
+    diagonal = matrix<T, Space>(x.rows(), 1, ctx);
+    st->diagonal_only = detail::split_diagonal(x, st->eval, T(1), diagonal.data(), any);
+    if (!any) diagonal = matrix<T, Space>();
+  }
+  auto product = [st](detail::op t) {
+    return [st, t](const_view<T, Space> in, view<T, Space> out) {
+      if (st->diagonal_only) {  // the function's part is zero
+        auto& c = *detail::context_of(st->expr);
+        for (index j = 0; j < out.cols(); ++j) detail::fill(c, out.data() + j * out.ld(), std::size_t(out.rows()), T(0));
+      } else {
+        st->eval.apply(t, T(1), in, T(0), out);
+      }
+    };
+  };
   sampler<T, Space> s = detail::is_symmetric(x)
                             ? sampler<T, Space>(x.rows(), product(detail::op::none), ctx)
                             : sampler<T, Space>(x.rows(), x.cols(), product(detail::op::none),
                                                 product(detail::op::transpose), ctx);
   if (const auto* structure = detail::structure_of(x)) s.with_structure(*structure);
+  if (diagonal.rows() > 0) s.with_diagonal(std::move(diagonal));
   return s;
 }
 

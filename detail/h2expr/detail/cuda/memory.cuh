@@ -52,13 +52,24 @@ __global__ void axpy(std::size_t n, T alpha, const T* x, T* y) {
 
 template <class T>
 __global__ void axpby_2d(std::size_t rows, std::size_t cols, T alpha, const T* x, std::size_t ldx, T beta, T* y,
-                         std::size_t ldy) {
+                         std::size_t ldy, const T* d) {
   const std::size_t total = rows * cols;
   for (std::size_t e = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; e < total;
        e += std::size_t(gridDim.x) * blockDim.x) {
     const std::size_t i = e % rows, j = e / rows;
     T& v = y[i + j * ldy];
-    v = beta == T(0) ? alpha * x[i + j * ldx] : alpha * x[i + j * ldx] + beta * v;
+    const T ax = d ? alpha * d[i] * x[i + j * ldx] : alpha * x[i + j * ldx];
+    v = beta == T(0) ? ax : ax + beta * v;
+  }
+}
+
+template <class T>
+__global__ void add_to_diagonals(int count, int m, T alpha, const T* d, const int* block, T* blocks) {
+  const std::int64_t total = std::int64_t(count) * m;
+  for (std::int64_t e = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; e < total;
+       e += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::int64_t t = e / m, j = e % m;
+    blocks[std::int64_t(block[t]) * m * m + j * (m + 1)] += alpha * d[e];
   }
 }
 
@@ -130,13 +141,21 @@ void axpy(context<cuda>& c, std::size_t n, T alpha, const T* x, T* y) {
   kernels::axpy<<<blocks, 256, 0, c.stream()>>>(n, alpha, x, y);
   H2EXPR_CUDA_LAUNCHED();
 }
-// Y = alpha X + beta Y over a rows x cols block with leading dimensions (beta == 0 does not read Y).
+// Y = alpha D X + beta Y over a rows x cols block (beta == 0 does not read Y), D = diag(d) or the identity.
 template <class T>
 void axpby_2d(context<cuda>& c, std::size_t rows, std::size_t cols, T alpha, const T* x, std::size_t ldx, T beta, T* y,
-              std::size_t ldy) {
+              std::size_t ldy, const T* d = nullptr) {
   if (rows == 0 || cols == 0) return;
   const unsigned blocks = unsigned(std::min<std::size_t>((rows * cols + 255) / 256, 8192));
-  kernels::axpby_2d<<<blocks, 256, 0, c.stream()>>>(rows, cols, alpha, x, ldx, beta, y, ldy);
+  kernels::axpby_2d<<<blocks, 256, 0, c.stream()>>>(rows, cols, alpha, x, ldx, beta, y, ldy, d);
+  H2EXPR_CUDA_LAUNCHED();
+}
+// A_t(j, j) += alpha d[t m + j] for the m x m blocks blocks + block[t] m m (the host version's contract).
+template <class T>
+void add_to_diagonals(context<cuda>& c, int count, int m, T alpha, const T* d, const int* block, T* blocks) {
+  if (count <= 0 || m <= 0) return;
+  const unsigned grid = unsigned(std::min<std::int64_t>((std::int64_t(count) * m + 255) / 256, 8192));
+  kernels::add_to_diagonals<<<grid, 256, 0, c.stream()>>>(count, m, alpha, d, block, blocks);
   H2EXPR_CUDA_LAUNCHED();
 }
 template <class T>

@@ -101,17 +101,27 @@ void axpy(context<host>&, std::size_t n, T alpha, const T* x, T* y) {
 #pragma omp parallel for schedule(static)
   for (std::int64_t i = 0; i < std::int64_t(n); ++i) y[i] += alpha * x[i];
 }
-// Y = alpha X + beta Y over a rows x cols block with leading dimensions (beta == 0 does not read Y):
-// the result of a product that cannot accumulate by itself, added into an expression's output.
+// Y = alpha D X + beta Y over a rows x cols block with leading dimensions (beta == 0 does not read Y),
+// D = diag(d), or the identity when d is null: the result of a product that cannot accumulate by
+// itself added into an expression's output, and the diagonal operands of expressions.
 template <class T>
 void axpby_2d(context<host>&, std::size_t rows, std::size_t cols, T alpha, const T* x, std::size_t ldx, T beta, T* y,
-              std::size_t ldy) {
+              std::size_t ldy, const T* d = nullptr) {
 #pragma omp parallel for schedule(static)
   for (std::int64_t j = 0; j < std::int64_t(cols); ++j)
     for (std::size_t i = 0; i < rows; ++i) {
       T& v = y[i + j * ldy];
-      v = beta == T(0) ? alpha * x[i + j * ldx] : alpha * x[i + j * ldx] + beta * v;
+      const T ax = d ? alpha * d[i] * x[i + j * ldx] : alpha * x[i + j * ldx];
+      v = beta == T(0) ? ax : ax + beta * v;
     }
+}
+// A_t(j, j) += alpha d[t m + j] for the m x m blocks A_t = blocks + block[t] m m, t < count: a diagonal
+// added to an H2 matrix's dense diagonal leaves (d in padded tree order).
+template <class T>
+void add_to_diagonals(context<host>&, int count, int m, T alpha, const T* d, const int* block, T* blocks) {
+#pragma omp parallel for schedule(static)
+  for (int t = 0; t < count; ++t)
+    for (int j = 0; j < m; ++j) blocks[std::int64_t(block[t]) * m * m + std::int64_t(j) * (m + 1)] += alpha * d[std::int64_t(t) * m + j];
 }
 template <class T>
 void fill(context<host>&, T* data, std::size_t n, T value) {

@@ -1,0 +1,108 @@
+// Gaussian-process systems K + sigma^2 I (sigma^2 = 1e-2) with an H2 covariance: the Newton-Schulz
+// inverse (hx::inverse) at 1e-2 and 1e-4 (steps, time, ranks, memory, residual), CG to 1e-8 on one
+// right-hand side without and with inverse(., 1e-2) as preconditioner, the break-even number of
+// right-hand sides (inverse + preconditioned CG against plain CG), and the dense Cholesky solve where
+// it fits (LAPACK through OpenBLAS on the host). Every time is the call as a user makes it, once.
+#pragma once
+#include <h2expr/diagonal_matrix.hpp>
+#include <h2expr/h2_matrix.hpp>
+#include <h2expr/inverse.hpp>
+#include <h2expr/krylov.hpp>
+
+#include <Eigen/Core>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#if defined(H2EXPR_HAS_OPENBLAS)
+extern "C" void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info);
+extern "C" void dpotrs_(const char* uplo, const int* n, const int* nrhs, const double* a, const int* lda, double* b,
+                        const int* ldb, int* info);
+#endif
+
+namespace h2expr::bench {
+
+// Grid dimensions with 2^log2n points in D dimensions (as even as powers of two allow).
+template <std::size_t D>
+std::array<int, D> grid_dims(int log2n) {
+  std::array<int, D> dims;
+  for (std::size_t k = 0; k < D; ++k) dims[k] = 1 << (log2n / int(D) + (int(k) < log2n % int(D) ? 1 : 0));
+  return dims;
+}
+
+struct gp_row {
+  std::string kernel;
+  int dim = 0, log2n = 0;
+};
+
+// The dense solve of one right-hand side by Cholesky (factor + solve), or -1 where n is too large.
+inline double dense_cholesky_seconds(const Eigen::MatrixXd& a, const Eigen::VectorXd& b) {
+#if defined(H2EXPR_HAS_OPENBLAS)
+  Eigen::MatrixXd f = a;
+  Eigen::VectorXd x = b;
+  const int n = int(a.rows()), one = 1;
+  int info = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  dpotrf_("L", &n, f.data(), &n, &info);
+  dpotrs_("L", &n, &one, f.data(), &n, x.data(), &n, &info);
+  return info == 0 ? std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() : -1;
+#else
+  (void)a, (void)b;
+  return -1;
+#endif
+}
+
+template <class Space, std::size_t D, class Kernel>
+void gp_benchmark(const char* kernel_name, Kernel kernel, int log2n, const std::vector<double>& tols, int dense_max) {
+  namespace hx = h2expr;
+  using clock = std::chrono::steady_clock;
+  auto since = [](clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); };
+  const double sigma2 = 1e-2, solve_tol = 1e-8;
+  auto pts = hx::point_cloud<double, D>::grid(grid_dims<D>(log2n), 0.2, 3);
+  const int n = pts.size();
+  const hx::build_options bo{.leaf_size = 64, .eta = D == 2 ? 0.9 : 1.0, .cheb_points = D == 2 ? 8 : 4};
+  auto K = hx::h2_matrix<double, Space>::from_kernel(pts, kernel, bo);
+  const auto I = hx::identity<double, Space>(n);
+  auto C = K + sigma2 * I;
+  const Eigen::VectorXd b = Eigen::VectorXd::Random(n);
+  const hx::matrix<double, Space> B(b);
+  std::printf("\n## %s, %zuD, n = 2^%d = %d, sigma^2 = %g (K: %.1f MB)\n", kernel_name, D, log2n, n, sigma2,
+              K.memory_bytes() / 1e6);
+  auto plain = hx::cg(C, B, solve_tol, {.max_iterations = 20000});
+  std::printf("cg, no preconditioner:            %5d iterations  %8.2f s  residual %.1e\n", plain.iterations,
+              plain.seconds, plain.residual);
+  for (double tol : tols) {
+    hx::inverse_report rep;
+    const auto t0 = clock::now();
+    auto X = hx::inverse(C, tol, {.report = &rep});
+    const double t_inv = since(t0);
+    int rank = 0;
+    for (int r : X.ranks()) rank = std::max(rank, r);
+    std::printf("inverse(., %.0e): %2d steps  %8.2f s  max rank %3d  %8.1f MB  residual %.1e  samples %d\n", tol,
+                rep.iterations, t_inv, rank, X.memory_bytes() / 1e6, rep.residual.back(), rep.samples);
+    std::printf("  per step (residual, hara tol, max rank, s):");
+    for (std::size_t k = 1; k < rep.residual.size(); ++k)
+      std::printf(" [%.1e %.0e %d %.2f]", rep.residual[k], rep.tolerance[k], rep.max_rank[k], rep.seconds[k]);
+    std::printf("\n");
+    auto pre = hx::cg(C, B, solve_tol, {}, X);
+    std::printf("cg, preconditioned by it:         %5d iterations  %8.2f s  residual %.1e\n", pre.iterations,
+                pre.seconds, pre.residual);
+    if (pre.seconds < plain.seconds)
+      std::printf("break-even: inverse + preconditioned cg beats plain cg from %.1f right-hand sides on "
+                  "(%.2f s / (%.2f s - %.2f s))\n",
+                  t_inv / (plain.seconds - pre.seconds), t_inv, plain.seconds, pre.seconds);
+    else
+      std::printf("break-even: none (the preconditioned solve is not faster)\n");
+  }
+  if (log2n <= dense_max) {
+    Eigen::MatrixXd a = hx::to_dense(C);
+    const double t = dense_cholesky_seconds(a, b);
+    if (t >= 0) std::printf("dense Cholesky (LAPACK potrf + potrs, OpenBLAS): %.2f s\n", t);
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace h2expr::bench

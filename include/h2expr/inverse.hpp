@@ -1,0 +1,215 @@
+#pragma once
+// inverse(op, tol): an H2 approximation X of op^{-1} by Newton-Schulz, every step one hara():
+//
+//   X_{k+1} = hara(2 X_k - X_k A X_k, tol_k)          (I - A X_{k+1} = (I - A X_k)^2, to tol_k)
+//
+//   auto A = hx::hara(K + 1e-2 * hx::identity<double>(n), 1e-8);
+//   auto X = hx::inverse(A, 1e-2, {.verbose = true});   // then hx::cg(A, B, 1e-8, {}, X)
+//
+// op is any square expression with a structure (an H2 matrix, sums and products of them), which X
+// takes. The start is X_0 = alpha I for a symmetric operator (X stays symmetric, so it preconditions
+// CG), alpha = 1 / ||A||_2 (block Krylov): then ||I - A X_0||_2 < 1 for any positive definite A. Should
+// the residual grow (a symmetric indefinite A), and for a general A, the start is X_0 = alpha A^T with
+// alpha = 1 / ||A||_2^2, which converges for any non-singular A. The residual measured is
+// r = ||I - A X||_F / sqrt(n) (10 fixed Gaussian probes); it stops when r <= tol. Each step's hara
+// tolerance keeps what it adds to the residual, ||A||_2 ||E||_F / sqrt(n), under min(0.05, max(tol,
+// r^2) / 4), from the estimates of ||A||_2 and ||X||_F; a step whose residual grows is done again ten
+// times tighter.
+//
+// An operator that is singular, or too badly conditioned for T, raises numerical_failure naming the
+// residual reached (a step needs a tolerance below what T resolves), as does max_iterations (steps,
+// rejected ones included) without convergence; never a silent wrong inverse.
+#include <h2expr/detail/compress.hpp>
+#include <h2expr/diagonal_matrix.hpp>
+#include <h2expr/error.hpp>
+#include <h2expr/expression.hpp>
+#include <h2expr/h2_matrix.hpp>
+#include <h2expr/hara.hpp>
+#include <h2expr/samplers/expression.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <iostream>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace h2expr {
+
+// What inverse() did, step by step (index 0: the start X_0).
+struct inverse_report {
+  int iterations = 0;             // Newton-Schulz steps (hara calls)
+  std::vector<double> residual;   // ||I - A X_k||_F / sqrt(n), k = 0 .. iterations
+  std::vector<double> tolerance;  // hara's tolerance of step k (0 for the start)
+  std::vector<int> max_rank;      // the largest rank of X_k (0 for the start)
+  std::vector<double> seconds;    // per step, its residual estimate included
+  double norm_estimate = 0;       // ||A||_2
+  bool transposed_start = false;  // X_0 = alpha A^T (else alpha I)
+  int rejected = 0;               // steps done again at a tighter tolerance (their residual grew)
+  int samples = 0;                // columns hara sampled over all steps
+  double total_seconds = 0;
+};
+
+// Members in this order, so designated initializers work in any subset.
+struct inverse_options {
+  int max_iterations = 64;      // Newton-Schulz steps
+  bool verbose = false;         // a line per step on std::clog: residual, hara tolerance, ranks, time
+  inverse_report* report = nullptr;
+  std::uint64_t seed = 0x6a09e667f3bcc908ull;
+};
+
+namespace detail {
+
+template <class T, class Space>
+h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const inverse_options& o) {
+  using clock = std::chrono::steady_clock;
+  const auto t_start = clock::now();
+  require<invalid_tolerance>(std::isfinite(tol) && tol > 0 && tol < 1,
+                             "inverse: the tolerance must be in (0, 1), got " + std::to_string(tol));
+  require(o.max_iterations >= 1, "inverse_options: max_iterations must be >= 1 (got " +
+                                      std::to_string(o.max_iterations) + ")");
+  require<dimension_mismatch>(A.rows() == A.cols(), "inverse: the operator is " + shape(A) + ", not square");
+  const auto& S = A.structure();
+  require<missing_structure>(!S.empty(), "inverse: the operator carries no structure (a lambda sampler): give it one "
+                                         "with sampler::with_structure");
+  const index n = A.rows();
+  const auto ctx = A.context_ptr();
+  inverse_report rep;
+  // ||A||_2: a lower bound within about 0.3%, so alpha ||A||_2 < 2 (the start converges) with room.
+  const double norm = krylov_two_norm<T, Space>(
+      ctx, n, n, [&](op t, const_view<T, Space> x, view<T, Space> y) {
+        if (t == op::none) A.apply(x, y);
+        else A.apply_transpose(x, y);
+      },
+      o.seed, 20, A.symmetric());
+  rep.norm_estimate = norm;
+  require<numerical_failure>(std::isfinite(norm) && norm > 0,
+                             "inverse: the operator is zero or not finite (||A||_2 estimate " + std::to_string(norm) + ")");
+  const auto I = identity<T, Space>(n, ctx);
+  const int probes = 10;
+  const std::uint64_t probe_seed = splitmix64(o.seed);
+  // r = ||I - A X||_F / sqrt(n) and nu = ||X||_F / sqrt(n), from the same fixed probes every step (in
+  // exact arithmetic r then falls monotonically for a positive definite A).
+  auto residual = [&](const auto& X) { return relative_error(A * X, I, probes, probe_seed); };
+  auto per_row = [&](const auto& X) { return frobenius_estimate(X, probes, probe_seed) / std::sqrt(double(n)); };
+  const double eps = double(std::numeric_limits<T>::epsilon());
+  const double tol_floor = 10 * eps;  // hara resolves no finer in T: a step that needs it will not converge
+  auto log = [&](int k, double r, double th, int rank, double sec) {
+    rep.residual.push_back(r), rep.tolerance.push_back(th), rep.max_rank.push_back(rank), rep.seconds.push_back(sec);
+    if (o.verbose)
+      std::clog << "inverse: step " << k << ", residual " << r << ", hara tol " << th << ", max rank " << rank << ", "
+                << sec << " s" << std::endl;
+  };
+  auto fail = [&](int k, double r, const std::string& why) {
+    if (o.report) rep.total_seconds = std::chrono::duration<double>(clock::now() - t_start).count(), *o.report = rep;
+    throw numerical_failure("inverse: " + why + " at step " + std::to_string(k) + ", residual ||I - A X||_F / sqrt(n) = " +
+                            std::to_string(r) + " (tol " + std::to_string(tol) + ")");
+  };
+  auto max_rank = [](const h2_matrix<T, Space>& X) {
+    int m = 0;
+    for (int k : X.ranks()) m = std::max(m, k);
+    return m;
+  };
+  // What a step may add to the residual: a quarter of max(tol, r^2) (quadratic convergence's next
+  // residual), but never above 0.05 while r is near 1: there the residual falls by r (1 - r) a step, and
+  // an error that lifts one converged component's |1 - lambda x| above 1 grows from then on. Its hara
+  // tolerance, from ||A E||_F <= ||A||_2 ||E||_F and ||X_{k+1}||_F <= (1 + r) ||X_k||_F, times `tighten`
+  // (a tenth for every step that was rejected).
+  double tighten = 1;
+  auto step_tolerance = [&](double r, double nu, int k) {
+    const double target = std::min(0.05, 0.25 * std::max(tol, r * r));
+    const double th = std::min(0.5, tighten * target / (norm * nu * (1 + std::min(r, 1.0))));
+    if (!(th >= tol_floor))
+      fail(k, r, "the operator is singular or too badly conditioned for this precision (a step needs hara tolerance " +
+                     std::to_string(th) + ")");
+    return th;
+  };
+
+  // The start and its first step, X_1 = hara(2 X_0 - X_0 A X_0), linear in A for X_0 = alpha I.
+  h2_matrix<T, Space> X;
+  double r = 0, nu = 0;
+  bool transposed = !A.symmetric();
+  for (;;) {
+    auto t0 = clock::now();
+    rep = inverse_report{.norm_estimate = norm, .transposed_start = transposed};
+    hara_report hr;
+    double th = 0;
+    if (!transposed) {
+      const T alpha = T(1 / norm);
+      r = residual(alpha * I);
+      log(0, r, 0, 0, std::chrono::duration<double>(clock::now() - t0).count());
+      t0 = clock::now();
+      th = step_tolerance(r, double(alpha), 1);
+      X = hara(T(2) * alpha * I - (alpha * alpha) * A, th, {.structure = S, .seed = o.seed, .report = &hr});
+    } else {
+      const T alpha = T(1 / (norm * norm));
+      r = residual(alpha * transpose(A));
+      log(0, r, 0, 0, std::chrono::duration<double>(clock::now() - t0).count());
+      t0 = clock::now();
+      th = step_tolerance(r, per_row(alpha * transpose(A)), 1);
+      X = hara(T(2) * alpha * transpose(A) - (alpha * alpha) * (transpose(A) * A * transpose(A)), th,
+               {.structure = S, .seed = o.seed, .report = &hr});
+    }
+    const double r1 = residual(X);
+    if (!transposed && !(r1 < r)) {  // growing from alpha I: A is not positive definite; start from alpha A^T
+      transposed = true;
+      continue;
+    }
+    rep.samples += hr.samples;
+    log(1, r1, th, max_rank(X), std::chrono::duration<double>(clock::now() - t0).count());
+    r = r1, nu = per_row(X);
+    break;
+  }
+  int k = 1, tries = 0, rejected_in_a_row = 0;
+  while (!(r <= tol)) {
+    if (!std::isfinite(r)) fail(k, r, "the residual is not finite");
+    if (k + rep.rejected >= o.max_iterations)
+      fail(k, r, "no convergence in max_iterations = " + std::to_string(o.max_iterations));
+    const auto t0 = clock::now();
+    const double th = step_tolerance(r, nu, k + 1);
+    hara_report hr;
+    h2_matrix<T, Space> next;
+    try {
+      next = hara(T(2) * X - X * A * X, th, {.structure = S, .seed = o.seed + std::uint64_t(++tries), .report = &hr});
+    } catch (const numerical_failure&) {
+      throw;
+    } catch (const error& e) {  // (a rank cap at a tolerance the operator cannot be compressed to)
+      fail(k + 1, r, std::string("hara could not build the step at tolerance ") + std::to_string(th) + " (" + e.what() + ")");
+    }
+    rep.samples += hr.samples;
+    const double rn = residual(next);
+    // Newton-Schulz squares the residual: a step whose residual grew carries too much of hara's error.
+    // It is done again from X_k, ten times tighter. Where that grows too, X_k itself is off (or A is
+    // singular or indefinite): in exact arithmetic a step never raises it.
+    if (!(rn < r)) {
+      ++rep.rejected, ++rejected_in_a_row, tighten *= 0.1;
+      if (o.verbose)
+        std::clog << "inverse: step " << k + 1 << " rejected (residual " << rn << " at hara tol " << th << ")"
+                  << std::endl;
+      if (rejected_in_a_row >= 2) fail(k + 1, rn, "the residual grows at every tolerance (a singular operator?)");
+      continue;
+    }
+    rejected_in_a_row = 0;
+    ++k;
+    log(k, rn, th, max_rank(next), std::chrono::duration<double>(clock::now() - t0).count());
+    X = std::move(next);
+    r = rn;
+    nu = per_row(X);
+  }
+  rep.iterations = k;
+  rep.total_seconds = std::chrono::duration<double>(clock::now() - t_start).count();
+  if (o.report) *o.report = rep;
+  return X;
+}
+
+}  // namespace detail
+
+// An H2 approximation of op^{-1} with ||I - op X||_F / sqrt(n) <= tol (estimated), on op's structure.
+template <expression E>
+auto inverse(E&& op, double tol, const inverse_options& o = {}) {
+  return detail::newton_schulz(as_sampler(std::forward<E>(op)), tol, o);
+}
+
+}  // namespace h2expr
