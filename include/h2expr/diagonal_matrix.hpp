@@ -50,8 +50,9 @@ class diagonal_matrix {
   // out = alpha D in + beta out (beta == 0 does not read out).
   void apply(T alpha, const_view<T, Space> in, T beta, view<T, Space> out) const {
     detail::require<dimension_mismatch>(in.rows() == n_ && out.rows() == n_ && in.cols() == out.cols(),
-                                        "diagonal: " + std::to_string(n_) + " x " + std::to_string(n_) +
-                                            " times vectors of " + std::to_string(in.rows()) + " rows");
+                                        "diagonal: " + std::to_string(n_) + " x " + std::to_string(n_) + ", the vectors " +
+                                            std::to_string(in.rows()) + " x " + std::to_string(in.cols()) + " -> " +
+                                            std::to_string(out.rows()) + " x " + std::to_string(out.cols()));
     detail::axpby_2d(*ctx_, std::size_t(n_), std::size_t(in.cols()), alpha, in.data(), std::size_t(in.ld()), beta,
                      out.data(), std::size_t(out.ld()), entries());
   }

@@ -1,6 +1,7 @@
 #pragma once
 // The exceptions h2expr throws. Every failure is an h2expr::error, so `catch (const h2expr::error&)`
 // catches all of them; the derived types say what went wrong.
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 
@@ -89,6 +90,12 @@ namespace detail {
 template <class E = invalid_argument>
 inline void require(bool condition, const std::string& message) {
   if (!condition) throw E("h2expr: " + message);
+}
+// A real number for a message, in three significant digits (1e-08, not std::to_string's 0.000000).
+inline std::string number(double v) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.3g", v);
+  return s;
 }
 }  // namespace detail
 

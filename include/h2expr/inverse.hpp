@@ -67,7 +67,7 @@ h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const 
   using clock = std::chrono::steady_clock;
   const auto t_start = clock::now();
   require<invalid_tolerance>(std::isfinite(tol) && tol > 0 && tol < 1,
-                             "inverse: the tolerance must be in (0, 1), got " + std::to_string(tol));
+                             "inverse: the tolerance must be in (0, 1), got " + number(tol));
   require(o.max_iterations >= 1, "inverse_options: max_iterations must be >= 1 (got " +
                                       std::to_string(o.max_iterations) + ")");
   require<dimension_mismatch>(A.rows() == A.cols(), "inverse: the operator is " + shape(A) + ", not square");
@@ -86,7 +86,7 @@ h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const 
       o.seed, 20, A.symmetric());
   rep.norm_estimate = norm;
   require<numerical_failure>(std::isfinite(norm) && norm > 0,
-                             "inverse: the operator is zero or not finite (||A||_2 estimate " + std::to_string(norm) + ")");
+                             "inverse: the operator is zero or not finite (||A||_2 estimate " + number(norm) + ")");
   const auto I = identity<T, Space>(n, ctx);
   const int probes = 10;
   const std::uint64_t probe_seed = splitmix64(o.seed);
@@ -102,10 +102,14 @@ h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const 
       std::clog << "inverse: step " << k << ", residual " << r << ", hara tol " << th << ", max rank " << rank << ", "
                 << sec << " s" << std::endl;
   };
-  auto fail = [&](int k, double r, const std::string& why) {
-    if (o.report) rep.total_seconds = std::chrono::duration<double>(clock::now() - t_start).count(), *o.report = rep;
-    throw numerical_failure("inverse: " + why + " at step " + std::to_string(k) + ", residual ||I - A X||_F / sqrt(n) = " +
-                            std::to_string(r) + " (tol " + std::to_string(tol) + ")");
+  // The error to throw (the report, when asked for, says how far it got).
+  auto failure = [&](int k, double r, const std::string& why) {
+    rep.iterations = int(rep.residual.size()) - 1;
+    rep.total_seconds = std::chrono::duration<double>(clock::now() - t_start).count();
+    if (o.report) *o.report = rep;
+    return numerical_failure("inverse: " + why + " at step " + std::to_string(k) +
+                             ", residual ||I - A X||_F / sqrt(n) = " + number(r) + " (tol " + number(tol) +
+                             ")");
   };
   auto max_rank = [](const h2_matrix<T, Space>& X) {
     int m = 0;
@@ -115,83 +119,79 @@ h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const 
   // What a step may add to the residual: a quarter of max(tol, r^2) (quadratic convergence's next
   // residual), but never above 0.05 while r is near 1: there the residual falls by r (1 - r) a step, and
   // an error that lifts one converged component's |1 - lambda x| above 1 grows from then on. Its hara
-  // tolerance, from ||A E||_F <= ||A||_2 ||E||_F and ||X_{k+1}||_F <= (1 + r) ||X_k||_F, times `tighten`
-  // (a tenth for every step that was rejected).
+  // tolerance, from ||A E||_F <= ||A||_2 ||E||_F and ||X_{k+1}||_F <= 2 ||X_k||_F (||2 I - A X_k||_2 <= 2
+  // while it converges), times `tighten`: a tenth after a rejected step, relaxed threefold (up to 1)
+  // after an accepted one.
   double tighten = 1;
   auto step_tolerance = [&](double r, double nu, int k) {
     const double target = std::min(0.05, 0.25 * std::max(tol, r * r));
-    const double th = std::min(0.5, tighten * target / (norm * nu * (1 + std::min(r, 1.0))));
+    const double th = std::min(0.5, tighten * target / (2 * norm * nu));
     if (!(th >= tol_floor))
-      fail(k, r, "the operator is singular or too badly conditioned for this precision (a step needs hara tolerance " +
-                     std::to_string(th) + ")");
+      throw failure(k, r, "the operator is singular or too badly conditioned for this precision (a step needs "
+                          "hara tolerance " + number(th) + ")");
     return th;
   };
-
-  // The start and its first step, X_1 = hara(2 X_0 - X_0 A X_0), linear in A for X_0 = alpha I.
-  h2_matrix<T, Space> X;
-  double r = 0, nu = 0;
-  bool transposed = !A.symmetric();
-  for (;;) {
-    auto t0 = clock::now();
-    rep = inverse_report{.norm_estimate = norm, .transposed_start = transposed};
+  // One step's hara: a rank cap reached at a tolerance the operator cannot be compressed to is the
+  // inverse's failure (with its residual); every other error (memory, device) passes unchanged.
+  int tries = 0;
+  auto build = [&](auto&& expression, double th, int k, double r) {
     hara_report hr;
-    double th = 0;
-    if (!transposed) {
-      const T alpha = T(1 / norm);
-      r = residual(alpha * I);
-      log(0, r, 0, 0, std::chrono::duration<double>(clock::now() - t0).count());
-      t0 = clock::now();
-      th = step_tolerance(r, double(alpha), 1);
-      X = hara(T(2) * alpha * I - (alpha * alpha) * A, th, {.structure = S, .seed = o.seed, .report = &hr});
-    } else {
-      const T alpha = T(1 / (norm * norm));
-      r = residual(alpha * transpose(A));
-      log(0, r, 0, 0, std::chrono::duration<double>(clock::now() - t0).count());
-      t0 = clock::now();
-      th = step_tolerance(r, per_row(alpha * transpose(A)), 1);
-      X = hara(T(2) * alpha * transpose(A) - (alpha * alpha) * (transpose(A) * A * transpose(A)), th,
-               {.structure = S, .seed = o.seed, .report = &hr});
+    try {
+      auto Xn = hara(std::forward<decltype(expression)>(expression), th,
+                     {.structure = S, .seed = o.seed + std::uint64_t(++tries), .report = &hr});
+      rep.samples += hr.samples;
+      return Xn;
+    } catch (const rank_cap_reached& e) {
+      throw failure(k, r, "hara could not build the step at tolerance " + number(th) + " (" + e.what() + ")");
     }
-    const double r1 = residual(X);
-    if (!transposed && !(r1 < r)) {  // growing from alpha I: A is not positive definite; start from alpha A^T
-      transposed = true;
-      continue;
-    }
-    rep.samples += hr.samples;
-    log(1, r1, th, max_rank(X), std::chrono::duration<double>(clock::now() - t0).count());
-    r = r1, nu = per_row(X);
-    break;
-  }
-  int k = 1, tries = 0, rejected_in_a_row = 0;
+  };
+
+  // The start X_0 and the steps. The first, X_1 = hara(2 X_0 - X_0 A X_0), is linear in A for
+  // X_0 = alpha I. Newton-Schulz squares the residual: a step whose residual did not fall carries too
+  // much of hara's error, and is done again from X_k, ten times tighter; where that fails too, X_k itself
+  // is off, or A is singular (or, from alpha I, indefinite: then the start becomes alpha A^T).
+  h2_matrix<T, Space> X;
+  bool transposed = !A.symmetric();
+  T alpha = transposed ? T(1 / (norm * norm)) : T(1 / norm);
+  double r = 0, nu = 0;
+  auto restart = [&] {
+    const auto t0 = clock::now();
+    rep = inverse_report{.norm_estimate = norm, .transposed_start = transposed};
+    tighten = 1;
+    if (transposed) r = residual(alpha * transpose(A)), nu = per_row(alpha * transpose(A));
+    else r = residual(alpha * I), nu = double(alpha);
+    log(0, r, 0, 0, std::chrono::duration<double>(clock::now() - t0).count());
+  };
+  restart();
+  int k = 0, rejected_in_a_row = 0;
   while (!(r <= tol)) {
-    if (!std::isfinite(r)) fail(k, r, "the residual is not finite");
+    if (!std::isfinite(r)) throw failure(k, r, "the residual is not finite");
     if (k + rep.rejected >= o.max_iterations)
-      fail(k, r, "no convergence in max_iterations = " + std::to_string(o.max_iterations));
+      throw failure(k, r, "no convergence in max_iterations = " + std::to_string(o.max_iterations));
     const auto t0 = clock::now();
     const double th = step_tolerance(r, nu, k + 1);
-    hara_report hr;
     h2_matrix<T, Space> next;
-    try {
-      next = hara(T(2) * X - X * A * X, th, {.structure = S, .seed = o.seed + std::uint64_t(++tries), .report = &hr});
-    } catch (const numerical_failure&) {
-      throw;
-    } catch (const error& e) {  // (a rank cap at a tolerance the operator cannot be compressed to)
-      fail(k + 1, r, std::string("hara could not build the step at tolerance ") + std::to_string(th) + " (" + e.what() + ")");
-    }
-    rep.samples += hr.samples;
+    if (k > 0) next = build(T(2) * X - X * A * X, th, k + 1, r);
+    else if (!transposed) next = build(T(2) * alpha * I - (alpha * alpha) * A, th, 1, r);
+    else next = build(T(2) * alpha * transpose(A) - (alpha * alpha) * (transpose(A) * A * transpose(A)), th, 1, r);
     const double rn = residual(next);
-    // Newton-Schulz squares the residual: a step whose residual grew carries too much of hara's error.
-    // It is done again from X_k, ten times tighter. Where that grows too, X_k itself is off (or A is
-    // singular or indefinite): in exact arithmetic a step never raises it.
     if (!(rn < r)) {
       ++rep.rejected, ++rejected_in_a_row, tighten *= 0.1;
       if (o.verbose)
         std::clog << "inverse: step " << k + 1 << " rejected (residual " << rn << " at hara tol " << th << ")"
                   << std::endl;
-      if (rejected_in_a_row >= 2) fail(k + 1, rn, "the residual grows at every tolerance (a singular operator?)");
-      continue;
+      if (rejected_in_a_row < 2) continue;
+      if (k == 0 && !transposed) {  // from alpha I at any tolerance: A is not positive definite
+        transposed = true, rejected_in_a_row = 0;
+        const int rejected = rep.rejected;
+        alpha = T(1 / (norm * norm));
+        restart();
+        rep.rejected = rejected;
+        continue;
+      }
+      throw failure(k + 1, rn, "the residual grows at every tolerance (a singular operator?)");
     }
-    rejected_in_a_row = 0;
+    rejected_in_a_row = 0, tighten = std::min(1.0, 3 * tighten);
     ++k;
     log(k, rn, th, max_rank(next), std::chrono::duration<double>(clock::now() - t0).count());
     X = std::move(next);

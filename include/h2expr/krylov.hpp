@@ -65,7 +65,7 @@ struct krylov_problem {
       : A(a), M(m), B(b), tol(t), o(opt), ctx(a.context_ptr()), n(a.rows()), r(int(b.cols())) {
     const std::string who(name);
     require<invalid_tolerance>(std::isfinite(tol) && tol > 0 && tol < 1,
-                               who + ": the tolerance must be in (0, 1), got " + std::to_string(tol));
+                               who + ": the tolerance must be in (0, 1), got " + number(tol));
     require(o.max_iterations >= 1, who + ": max_iterations must be >= 1 (got " + std::to_string(o.max_iterations) + ")");
     require(o.restart >= 1, who + ": restart must be >= 1 (got " + std::to_string(o.restart) + ")");
     require<dimension_mismatch>(A.rows() == A.cols(), who + ": the operator is " + std::to_string(A.rows()) + " x " +
@@ -111,8 +111,8 @@ struct krylov_problem {
   }
   [[noreturn]] void fail(const char* name, int it, double res, const std::string& why) const {
     throw numerical_failure(std::string(name) + ": " + why + " after " + std::to_string(it) +
-                            " iterations, at a largest relative residual of " + std::to_string(res) + " (tol " +
-                            std::to_string(tol) + ")");
+                            " iterations, at a largest relative residual of " + number(res) + " (tol " +
+                            number(tol) + ")");
   }
 };
 
@@ -243,18 +243,23 @@ solve_result<T, Space> gmres(const sampler<T, Space>& A, const sampler<T, Space>
       column_axpy<T, Space>(p.ctx, s, W.view(), V[k + 1].view());
     }
     // x += M V y, y from the triangular systems.
-    auto U = p.zeros();
+    std::vector<Eigen::VectorXd> y(static_cast<std::size_t>(r));
+    int kmax = 0;
     for (int j = 0; j < r; ++j) {
       if (!active[j] || steps[j] == 0) continue;
       const int kj = steps[j];
-      Eigen::VectorXd y = g[j].head(kj);
-      H[j].topLeftCorner(kj, kj).triangularView<Eigen::Upper>().solveInPlace(y);
-      if (!y.allFinite()) p.fail("gmres", it, p.largest(rel), "a singular Hessenberg matrix (the operator is singular)");
-      for (int i = 0; i < kj; ++i) {
-        std::vector<T> s(std::size_t(r), T(0));
-        s[j] = T(y(i));
-        column_axpy<T, Space>(p.ctx, s, V[i].view(), U.view());
-      }
+      y[j] = g[j].head(kj);
+      H[j].topLeftCorner(kj, kj).triangularView<Eigen::Upper>().solveInPlace(y[j]);
+      if (!y[j].allFinite())
+        p.fail("gmres", it, p.largest(rel), "a singular Hessenberg matrix (the operator is singular)");
+      kmax = std::max(kmax, kj);
+    }
+    auto U = p.zeros();
+    for (int i = 0; i < kmax; ++i) {  // U_j = sum_i y_j(i) V_i,j: one update of all columns per i
+      std::vector<T> s(std::size_t(r), T(0));
+      for (int j = 0; j < r; ++j)
+        if (i < y[j].size()) s[j] = T(y[j](i));
+      column_axpy<T, Space>(p.ctx, s, V[i].view(), U.view());
     }
     if (M) U = p.apply(*M, U);
     axpy(*p.ctx, std::size_t(p.n) * r, T(1), U.data(), out.x.data());

@@ -17,6 +17,7 @@ template <class T, class Space>
 void add_diagonal(h2_data<T, Space>& A, const T* d) {
   const auto& S = A.structure;
   require<dimension_mismatch>(S.rows() == S.cols(), "add_diagonal: the matrix is not square");
+  require(S.symmetric_trees(), "add_diagonal: the row and column trees differ (a leaf's block (t, t) is not diagonal)");
   const auto& dense = S.blocks().dense;
   const int leaves = int(dense.row_ptr.size()) - 1, m = A.m_max;
   std::vector<int> block(std::size_t(std::max(leaves, 0)), -1);

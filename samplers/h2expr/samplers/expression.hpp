@@ -461,7 +461,9 @@ auto as_sampler(E&& e) {
     return [st, t](const_view<T, Space> in, view<T, Space> out) {
       if (st->diagonal_only) {  // the function's part is zero
         auto& c = *detail::context_of(st->expr);
-        for (index j = 0; j < out.cols(); ++j) detail::fill(c, out.data() + j * out.ld(), std::size_t(out.rows()), T(0));
+        if (out.ld() == out.rows()) detail::fill(c, out.data(), std::size_t(out.rows() * out.cols()), T(0));
+        else
+          for (index j = 0; j < out.cols(); ++j) detail::fill(c, out.data() + j * out.ld(), std::size_t(out.rows()), T(0));
       } else {
         st->eval.apply(t, T(1), in, T(0), out);
       }
