@@ -129,7 +129,9 @@ TYPED_TEST_P(solvers_test, hara_puts_diagonal_terms_in_exactly) {
 TYPED_TEST_P(solvers_test, inverse_residual_follows_the_tolerance) {
   using T = typename TypeParam::scalar;
   using Space = typename TypeParam::space;
-  const std::vector<double> tols = this->single ? std::vector<double>{1e-1, 1e-3} : std::vector<double>{1e-2, 1e-4, 1e-6};
+  // In float a step's hara tolerance stops at 10 eps = 1.2e-6 (inverse.hpp), which these kernels'
+  // condition numbers (~1e3) reach for residuals near 1e-3: float is tested to 1e-2.
+  const std::vector<double> tols = this->single ? std::vector<double>{1e-1, 1e-2} : std::vector<double>{1e-2, 1e-4, 1e-6};
   auto run = [&](const auto& op, const dense<double>& a, bool symmetric, const char* what, std::size_t count = 3) {
     double last = 1, first = 0;
     for (std::size_t i = 0; i < std::min(count, tols.size()); ++i) {
