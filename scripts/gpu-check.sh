@@ -1,61 +1,142 @@
 #!/usr/bin/env bash
-# One call on a GPU machine: build everything for the GPU (sm_90 by default) from the staged
-# dependencies, run the whole test suite (host and CUDA), compute-sanitizer (memcheck, racecheck) on
-# the CUDA tests, the CUDA examples, and the benchmarks. Logs go to $OUT (or ./gpu-out): build, ctest,
-# sanitizer and one file per benchmark (the device tool brings back 8 files).
-#   ../shared/tools/stage-deps.sh .   # once, on the development machine: fills .deps/
-#   scripts/gpu-check.sh [arch] [bench-scale]
+# One call on a GPU machine, inside a time budget: build the CUDA targets for the GPU (sm_90 by
+# default) from the staged dependencies, run every CUDA test binary, compute-sanitizer (memcheck, then
+# racecheck) on them, the CUDA examples, and the benchmarks at sizes that fit. Host tests are CI's job.
+#   ../shared/tools/stage-deps.sh .   # once, on the development machine: fills .deps/ (carry it)
+#   scripts/gpu-check.sh [arch] [budget seconds]
+# Writes under $OUT (or ./gpu-out), at most 8 files (the device tool's limit): summary.txt (what
+# passed, what failed, what ran out of time), build.log, tests.log, sanitizer.log, examples.log,
+# bench.txt. Every stage has a deadline, so a slow stage costs the later ones time, not the whole run.
+# The sanitizer runs beside the tests and the second build step (it is CPU-bound), and is stopped
+# while examples and benchmarks are timed, then resumed for what is left.
 set -uo pipefail
 arch=${1:-90}
-scale=${2:-1}
+budget=${2:-560}
+t0=$SECONDS
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
+summary=$out/summary.txt
+say() { echo "$*" | tee -a "$summary"; }
+left() { echo $((budget - (SECONDS - t0))); }
+stamp() { say "--- $1 at $((SECONDS - t0)) s"; }
 status=0
-nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv
+
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv | tee -a "$summary"
+say "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(nproc) cores, budget ${budget} s"
 
 deps=()
 [ -d .deps ] && deps=(-DCMAKE_PREFIX_PATH="$PWD/.deps" -DH2EXPR_GTEST_SOURCE_DIR="$PWD/.deps/src/googletest")
-# The build log stays on the machine (its tail is printed on failure): $OUT keeps room for the benchmarks.
-mkdir -p build-gpu
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" "${deps[@]}" \
-  > build-gpu/build.log 2>&1 || { tail -30 build-gpu/build.log; exit 1; }
-cmake --build build-gpu -j "$(nproc)" >> build-gpu/build.log 2>&1 || { grep -E "error" -A5 build-gpu/build.log | head -60; exit 1; }
+build=${GPU_CHECK_BUILD:-build-gpu}  # (both overridable, to try the script on a machine without a GPU)
+filter=${GPU_CHECK_TARGETS:-.}
+cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" "${deps[@]}" \
+  > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
+all_targets=$(ninja -C $build -t targets all | sed -n 's/^\([A-Za-z0-9_]*_cuda\): phony$/\1/p' | grep -E "$filter")
+test_targets=$(echo "$all_targets" | grep '^test_')
+other_targets=$(echo "$all_targets" | grep -v '^test_\|^h2expr_')
+stamp "build tests"
+ninja -C $build -j "$(nproc)" $test_targets >> "$out/build.log" 2>&1 ||
+  { say "BUILD FAILED"; grep -E "error" -A5 "$out/build.log" | head -60; exit 1; }
+stamp "tests built"
 
-echo "=== tests"
-ctest --test-dir build-gpu --output-on-failure -j 4 > "$out/ctest.log" 2>&1 || status=1
-grep -E "tests passed|tests failed|Failed|\*\*\*" "$out/ctest.log" | tail -25
+# The rest builds while the tests and the sanitizer run.
+ninja -C $build -j "$(( $(nproc) > 8 ? $(nproc) - 4 : $(nproc) ))" $other_targets > "$build/build2.log" 2>&1 &
+build2=$!
 
-echo "=== compute-sanitizer"
-for t in build-gpu/tests/test_*_cuda; do
+tests=$(for t in $test_targets; do echo $build/tests/$t; done)
+mkdir -p $build/testlogs
+for t in $tests; do
+  # The intentional 8 TB allocation is excluded under the sanitizer only (it reports the API error).
+  timeout 240 "$t" > "$build/testlogs/$(basename "$t").log" 2>&1 &
+done
+
+# Sanitizer work list: memcheck on every binary, then racecheck. An item is marked done only when it
+# ran to the end; one stopped by the pause (or its deadline) is rerun or reported as cut.
+rm -rf "$build/sanitized" && mkdir -p "$build/sanitized"
+sanitize() {  # sanitize <deadline (seconds since t0)>
   for tool in memcheck racecheck; do
-    extra=(); [ "$tool" = memcheck ] && extra=(--leak-check full)
-    log=$(mktemp)
-    # The intentional 8 TB allocation would be reported as an API error: it runs in ctest above.
-    if compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 9 "$t" --gtest_filter=-*out_of_memory* \
-        > "$log" 2>&1; then
-      echo "$tool $(basename "$t"): clean ($(grep -c "\[       OK \]" "$log") tests run)"
-    else
-      echo "$tool $(basename "$t"): FAILED"; status=1
-      grep -E "ERROR SUMMARY|Invalid|Race|FAILED" "$log" | head -10
-    fi
-    { echo "### $tool $(basename "$t")"; cat "$log"; } >> "$out/sanitizer.log"
-    rm -f "$log"
+    for t in $tests; do
+      local item=$build/sanitized/$tool.$(basename "$t")
+      [ -e "$item" ] || [ -e "$build/sanitized/pause" ] && continue
+      local budget_item=$(($1 - (SECONDS - t0)))
+      [ "$budget_item" -lt 15 ] && return
+      [ "$budget_item" -gt 150 ] && budget_item=150
+      local extra=(); [ "$tool" = memcheck ] && extra=(--leak-check full)
+      timeout "$budget_item" compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 9 "$t" \
+        --gtest_filter=-*out_of_memory* > "$item.log" 2>&1
+      local rc=$?
+      [ -e "$build/sanitized/pause" ] && return
+      local ran; ran=$(grep -c "\[       OK \]" "$item.log")
+      case $rc in
+        0) echo "$tool $(basename "$t"): clean ($ran tests run)" > "$item" ;;
+        124) echo "$tool $(basename "$t"): cut at ${budget_item} s ($ran tests clean before)" > "$item" ;;
+        *) { echo "$tool $(basename "$t"): FAILED (rc $rc, $ran tests run)"
+             grep -E "ERROR SUMMARY|Invalid|Race|Hazard|FAILED|Program hit" "$item.log" | head -12; } > "$item" ;;
+      esac
+      { echo "### $tool $(basename "$t") (rc $rc)"; grep -v "^\[ RUN\|^\[       OK" "$item.log" | head -400; } >> "$out/sanitizer.log"
+    done
+  done
+}
+sanitize $((budget - 20)) &
+san=$!
+
+wait $build2; b2=$?
+cat "$build/build2.log" >> "$out/build.log"
+[ $b2 -eq 0 ] || { say "BUILD of examples/benchmarks FAILED"; status=1; grep -E "error" -A5 "$out/build.log" | tail -40; }
+stamp "examples and benchmarks built"
+# Wait for the test binaries (not the sanitizer).
+for p in $(jobs -p); do [ "$p" = "$san" ] || wait "$p"; done
+stamp "tests done"
+say "=== tests"
+for t in $tests; do
+  f="$build/testlogs/$(basename "$t").log"
+  { echo "### $(basename "$t")"; cat "$f"; } >> "$out/tests.log"
+  line=$(grep -E "^\[  PASSED  \]|^\[  FAILED  \].*tests, listed|^\[  SKIPPED \] [0-9]+ test" "$f" | tr '\n' ' ')
+  if grep -q "^\[  PASSED  \]" "$f" && ! grep -q "^\[  FAILED  \]" "$f"; then say "$(basename "$t"): $line"
+  else say "$(basename "$t"): FAILED $line"; grep -E "^\[  FAILED  \] [a-z]" "$f" | sort -u | head -20 | tee -a "$summary"; tail -3 "$f" | tee -a "$summary"; status=1; fi
+done
+
+# Pause the sanitizer: examples and benchmarks are timed on a quiet GPU.
+touch $build/sanitized/pause; pkill -f out_of_memory; wait $san 2>/dev/null
+stamp "sanitizer paused"
+
+run() {  # run <log> <seconds> <command...>: line-buffered, so that a cut run keeps what it printed
+  local log=$1 secs=$2; shift 2
+  [ "$(left)" -lt 30 ] && { say "skipped (no time): $*"; return; }
+  [ "$secs" -gt "$(($(left) - 20))" ] && secs=$(($(left) - 20))
+  echo "### $* (limit $secs s)" >> "$log"
+  local s=$SECONDS
+  timeout "$secs" stdbuf -oL -eL "$@" >> "$log" 2>&1
+  local rc=$?
+  say "$(basename "$1") ${*:2}: rc $rc, $((SECONDS - s)) s"
+  [ $rc -eq 0 ] || status=1
+}
+say "=== examples"
+ex=$out/examples.log
+run "$ex" 40 $build/examples/demo_cuda
+run "$ex" 30 $build/examples/low_rank_batch_cuda
+run "$ex" 40 $build/examples/square_kernel_cuda
+run "$ex" 40 $build/examples/expression_algebra_cuda
+run "$ex" 40 $build/examples/schur_complement_cuda 1024 2
+run "$ex" 40 $build/examples/schur_complement_cuda 32 3
+run "$ex" 60 $build/examples/gaussian_process_cuda 128
+say "=== benchmarks"
+b=$out/bench.txt
+run "$b" 90 $build/benchmarks/bench_hara_cuda 16 1
+run "$b" 60 $build/benchmarks/bench_compress_cuda 18
+run "$b" 45 $build/benchmarks/bench_ara_cuda 1
+run "$b" 60 $build/benchmarks/bench_schur_cuda 256,512,1024
+run "$b" 90 $build/benchmarks/bench_inverse_cuda 14 12
+
+rm -f $build/sanitized/pause
+stamp "sanitizer resumed"
+sanitize $((budget - 5))
+say "=== compute-sanitizer"
+for tool in memcheck racecheck; do
+  for t in $tests; do
+    item=$build/sanitized/$tool.$(basename "$t")
+    if [ -e "$item" ]; then cat "$item" | tee -a "$summary"; grep -q "FAILED" "$item" && status=1
+    else say "$tool $(basename "$t"): not run (no time)"; fi
   done
 done
-
-echo "=== examples"
-build-gpu/examples/demo_cuda || status=1
-build-gpu/examples/low_rank_batch_cuda || status=1
-build-gpu/examples/square_kernel_cuda || status=1
-build-gpu/examples/expression_algebra_cuda || status=1
-build-gpu/examples/schur_complement_cuda 1024 2 || status=1
-build-gpu/examples/schur_complement_cuda 32 3 || status=1
-
-echo "=== benchmarks"
-for b in build-gpu/benchmarks/bench_*_cuda; do
-  args=()  # batched and ARA take a batch-size scale; the others their own sizes
-  case "$(basename "$b")" in bench_batched_cuda | bench_ara_cuda) args=("$scale") ;; esac
-  "$b" "${args[@]}" > "$out/$(basename "$b").txt" 2>&1 || status=1
-  cat "$out/$(basename "$b").txt"
-done
+stamp "end, status $status"
 exit $status
