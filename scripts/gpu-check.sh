@@ -7,8 +7,8 @@
 # Writes under $OUT (or ./gpu-out), at most 8 files (the device tool's limit): summary.txt (what
 # passed, what failed, what ran out of time), build.log, tests.log, sanitizer.log, examples.log,
 # bench.txt. Every stage has a deadline, so a slow stage costs the later ones time, not the whole run.
-# The sanitizer runs beside the tests and the second build step (it is CPU-bound), and is stopped
-# while examples and benchmarks are timed, then resumed for what is left.
+# memcheck runs beside the tests and the second build step, one process per binary; examples and
+# benchmarks are then timed on a quiet GPU; racecheck gets what is left.
 set -uo pipefail
 arch=${1:-90}
 budget=${2:-560}
@@ -39,53 +39,52 @@ ninja -C $build -j "$(nproc)" $test_targets >> "$out/build.log" 2>&1 ||
 stamp "tests built"
 
 # The rest builds while the tests and the sanitizer run.
-ninja -C $build -j "$(( $(nproc) > 8 ? $(nproc) - 4 : $(nproc) ))" $other_targets > "$build/build2.log" 2>&1 &
+ninja -C $build -j "$(( $(nproc) > 8 ? $(nproc) / 2 : $(nproc) ))" $other_targets > "$build/build2.log" 2>&1 &
 build2=$!
 
 tests=$(for t in $test_targets; do echo $build/tests/$t; done)
 mkdir -p $build/testlogs
 for t in $tests; do
-  # The intentional 8 TB allocation is excluded under the sanitizer only (it reports the API error).
   timeout 240 "$t" > "$build/testlogs/$(basename "$t").log" 2>&1 &
 done
 
-# Sanitizer work list: memcheck on every binary, then racecheck. An item is marked done only when it
-# ran to the end; one stopped by the pause (or its deadline) is rerun or reported as cut.
+# compute-sanitizer, one process per binary side by side (it is CPU-bound): memcheck now, beside the
+# tests and the second build step; racecheck after the benchmarks, with the time left. A run cut by
+# its limit reports how many tests it finished clean.
 rm -rf "$build/sanitized" && mkdir -p "$build/sanitized"
-sanitize() {  # sanitize <deadline (seconds since t0)>
-  for tool in memcheck racecheck; do
-    for t in $tests; do
-      local item=$build/sanitized/$tool.$(basename "$t")
-      [ -e "$item" ] || [ -e "$build/sanitized/pause" ] && continue
-      local budget_item=$(($1 - (SECONDS - t0)))
-      [ "$budget_item" -lt 15 ] && return
-      [ "$budget_item" -gt 150 ] && budget_item=150
-      local extra=(); [ "$tool" = memcheck ] && extra=(--leak-check full)
-      timeout "$budget_item" compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 9 "$t" \
-        --gtest_filter=-*out_of_memory* > "$item.log" 2>&1
-      local rc=$?
-      [ -e "$build/sanitized/pause" ] && return
-      local ran; ran=$(grep -c "\[       OK \]" "$item.log")
-      case $rc in
-        0) echo "$tool $(basename "$t"): clean ($ran tests run)" > "$item" ;;
-        124) echo "$tool $(basename "$t"): cut at ${budget_item} s ($ran tests clean before)" > "$item" ;;
-        *) { echo "$tool $(basename "$t"): FAILED (rc $rc, $ran tests run)"
-             grep -E "ERROR SUMMARY|Invalid|Race|Hazard|FAILED|Program hit" "$item.log" | head -12; } > "$item" ;;
-      esac
-      { echo "### $tool $(basename "$t") (rc $rc)"; grep -v "^\[ RUN\|^\[       OK" "$item.log" | head -400; } >> "$out/sanitizer.log"
-    done
+sanitize() {  # sanitize <tool> <binary> <seconds>
+  local tool=$1 t=$2 secs=$3 item=$build/sanitized/$1.$(basename "$2")
+  local extra=(); [ "$tool" = memcheck ] && extra=(--leak-check full)
+  # The intentional 8 TB allocation is left out: it runs in the tests above, and the sanitizer
+  # reports its failed cudaMalloc as an API error.
+  timeout "$secs" compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 9 "$t" \
+    --gtest_filter=-*out_of_memory* > "$item.log" 2>&1
+  local rc=$? ran; ran=$(grep -c "\[       OK \]" "$item.log")
+  case $rc in
+    0) echo "$tool $(basename "$t"): clean ($ran tests run)" > "$item" ;;
+    124) echo "$tool $(basename "$t"): cut at $secs s ($ran tests clean before)" > "$item" ;;
+    *) { echo "$tool $(basename "$t"): FAILED (rc $rc, $ran tests run)"
+         grep -E "ERROR SUMMARY|Invalid|Race|Hazard|FAILED|Program hit" "$item.log" | head -12; } > "$item" ;;
+  esac
+}
+sanitize_all() {  # sanitize_all <tool> <seconds>: every binary at once
+  [ "$2" -lt 20 ] && return
+  for t in $tests; do sanitize "$1" "$t" "$2" & done
+  wait
+  for t in $tests; do
+    { echo "### $1 $(basename "$t")"; grep -v "^\[ RUN\|^\[       OK" "$build/sanitized/$1.$(basename "$t").log" | head -300; } >> "$out/sanitizer.log"
   done
 }
-sanitize $((budget - 20)) &
+memcheck_secs=$(( $(left) - 330 )); [ $memcheck_secs -gt 300 ] && memcheck_secs=300  # leave ~330 s for the rest
+sanitize_all memcheck $memcheck_secs &
 san=$!
 
 wait $build2; b2=$?
 cat "$build/build2.log" >> "$out/build.log"
 [ $b2 -eq 0 ] || { say "BUILD of examples/benchmarks FAILED"; status=1; grep -E "error" -A5 "$out/build.log" | tail -40; }
 stamp "examples and benchmarks built"
-# Wait for the test binaries (not the sanitizer).
-for p in $(jobs -p); do [ "$p" = "$san" ] || wait "$p"; done
-stamp "tests done"
+wait  # the tests and memcheck
+stamp "tests and memcheck done"
 say "=== tests"
 for t in $tests; do
   f="$build/testlogs/$(basename "$t").log"
@@ -94,10 +93,6 @@ for t in $tests; do
   if grep -q "^\[  PASSED  \]" "$f" && ! grep -q "^\[  FAILED  \]" "$f"; then say "$(basename "$t"): $line"
   else say "$(basename "$t"): FAILED $line"; grep -E "^\[  FAILED  \] [a-z]" "$f" | sort -u | head -20 | tee -a "$summary"; tail -3 "$f" | tee -a "$summary"; status=1; fi
 done
-
-# Pause the sanitizer: examples and benchmarks are timed on a quiet GPU.
-touch $build/sanitized/pause; pkill -f out_of_memory; wait $san 2>/dev/null
-stamp "sanitizer paused"
 
 run() {  # run <log> <seconds> <command...>: line-buffered, so that a cut run keeps what it printed
   local log=$1 secs=$2; shift 2
@@ -127,9 +122,8 @@ run "$b" 45 $build/benchmarks/bench_ara_cuda 1
 run "$b" 60 $build/benchmarks/bench_schur_cuda 256,512,1024
 run "$b" 90 $build/benchmarks/bench_inverse_cuda 12 12
 
-rm -f $build/sanitized/pause
-stamp "sanitizer resumed"
-sanitize $((budget - 5))
+stamp "racecheck"
+sanitize_all racecheck $(( $(left) - 10 > 150 ? 150 : $(left) - 10 ))
 say "=== compute-sanitizer"
 for tool in memcheck racecheck; do
   for t in $tests; do
