@@ -12,7 +12,7 @@
 // the residual grow (a symmetric indefinite A), and for a general A, the start is X_0 = alpha A^T with
 // alpha = 1 / ||A||_2^2, which converges for any non-singular A. The residual measured is
 // r = ||I - A X||_F / sqrt(n) (10 fixed Gaussian probes); it stops when r <= tol. Each step's hara
-// tolerance keeps what it adds to the residual, ||A||_2 ||E||_F / sqrt(n), under min(0.05, max(tol,
+// tolerance keeps what it adds to the residual, 2 ||A||_2 ||E||_F / sqrt(n), under min(0.05, max(tol,
 // r^2) / 4), from the estimates of ||A||_2 and ||X||_F; a step whose residual grows is done again ten
 // times tighter.
 //
