@@ -77,7 +77,6 @@ sanitize_all() {  # sanitize_all <tool> <seconds>: every binary at once
 }
 memcheck_secs=$(( $(left) - 330 )); [ $memcheck_secs -gt 300 ] && memcheck_secs=300  # leave ~330 s for the rest
 sanitize_all memcheck $memcheck_secs &
-san=$!
 
 wait $build2; b2=$?
 cat "$build/build2.log" >> "$out/build.log"
