@@ -1,9 +1,11 @@
 #pragma once
-// Batched thin SVD of small blocks on the host: Eigen's divide and conquer, checked. Eigen 3.4's BDCSVD
+// Batched thin SVD of small blocks on the host: LAPACK's gesdd where the build has OpenBLAS (blas.hpp),
+// else Eigen's divide and conquer, checked. Eigen 3.4's BDCSVD
 // returned singular vectors off by 1e-2 (float, a 212 x 32 input) and a product U S V^T off by 5e-6
 // relative (double, a 171 x 19 input), both found by the batched ARA tests and example; such a result
 // fails the check below (reconstruction and orthogonality, O(mnp) like the SVD itself) and is redone
 // by two-sided Jacobi, which is accurate to rounding but several times slower on larger items.
+#include <h2expr/detail/host/blas.hpp>
 #include <h2expr/detail/host/context.hpp>
 #include <h2expr/detail/host/eigen_map.hpp>
 
@@ -45,7 +47,31 @@ dense<T> complete_orthonormal(const dense<T>& X, Eigen::Index p) {
   return Q;
 }
 
-// The SVD of a: Eigen's divide and conquer, checked, with two-sided Jacobi as the fallback. Exactly
+#if defined(H2EXPR_HAS_OPENBLAS)
+// A thin SVD from LAPACK (lapack_svd) behind the accessors of Eigen's SVDs. Non-finite input gives
+// NaN factors, as Eigen's SVDs do.
+template <class T>
+struct lapack_factors {
+  dense<T> u, v;
+  Eigen::Matrix<T, Eigen::Dynamic, 1> s;
+  bool converged = true;
+  explicit lapack_factors(dense<T> a) {
+    const int m = int(a.rows()), n = int(a.cols()), p = std::min(m, n);
+    u.resize(m, p), s.resize(p);
+    dense<T> vt(p, n);
+    if (a.allFinite()) converged = lapack_svd<T>(m, n, a.data(), m, u.data(), s.data(), vt.data());
+    else u.setConstant(std::numeric_limits<T>::quiet_NaN()), s.setConstant(std::numeric_limits<T>::quiet_NaN()),
+         vt.setConstant(std::numeric_limits<T>::quiet_NaN());
+    v = vt.transpose();
+  }
+  const dense<T>& matrixU() const { return u; }
+  const dense<T>& matrixV() const { return v; }
+  const Eigen::Matrix<T, Eigen::Dynamic, 1>& singularValues() const { return s; }
+};
+#endif
+
+// The SVD of a: LAPACK's where the build has OpenBLAS; else Eigen's divide and conquer, checked, with
+// two-sided Jacobi as the fallback. Exactly
 // zero rows and columns (rank-deficient QR factors, zero-padded bases) are taken out first: Eigen
 // 3.4's BDCSVD indexed out of bounds (a segfault in computeSVDofM) on a weights matrix of HARA's
 // recompression that had them, and they only add exactly deflated zeros.
@@ -76,9 +102,28 @@ void thin_svd(const A& a, dense<T>& U, Eigen::Matrix<T, Eigen::Dynamic, 1>& S, d
     U = complete_orthonormal(none, p), V = complete_orthonormal(none_v, p);
     return;
   }
-  Eigen::BDCSVD<dense<T>> fast(b, Eigen::ComputeThinU | Eigen::ComputeThinV);
-  if (svd_is_accurate(b, fast)) solve(fast);
-  else solve(Eigen::JacobiSVD<dense<T>>(b, Eigen::ComputeThinU | Eigen::ComputeThinV));
+#if defined(H2EXPR_HAS_OPENBLAS)
+  if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
+    // LAPACK's SVD (blas.hpp), accurate to rounding: neither Eigen SVD is compiled or run.
+    lapack_factors<T> f(b);
+    require<numerical_failure>(f.converged || !b.allFinite(), "SVD: LAPACK's gesdd and gesvd did not converge");
+    solve(f);
+  } else
+#endif
+  {
+    Eigen::BDCSVD<dense<T>> fast(b, Eigen::ComputeThinU | Eigen::ComputeThinV);
+    if (svd_is_accurate(b, fast)) solve(fast);
+    else solve(Eigen::JacobiSVD<dense<T>>(b, Eigen::ComputeThinU | Eigen::ComputeThinV));
+  }
+}
+
+// For a batch of `count` items run side by side by a parallel loop: LAPACK on one thread meanwhile.
+inline auto items_one_blas_thread([[maybe_unused]] int count) {
+#if defined(H2EXPR_HAS_OPENBLAS) && defined(_OPENMP)
+  return blas_one_thread(count > 1 && omp_get_max_threads() > 1 && !omp_in_parallel());
+#else
+  return 0;
+#endif
 }
 
 // A_i = U_i diag(S_i) V_i^T, p = min(m, n): A_i := U_i (m x p); S_i (p values, descending);
@@ -86,6 +131,7 @@ void thin_svd(const A& a, dense<T>& U, Eigen::Matrix<T, Eigen::Dynamic, 1>& S, d
 template <class T>
 void svd_vbatched(context<host>&, const int* m, const int* n, T* const* A, const int* lda, T* const* S,
                   T* const* V, const int* ldv, int count, int /*max_m*/, int /*max_n*/) {
+  [[maybe_unused]] const auto one_thread = items_one_blas_thread(count);
 #pragma omp parallel for schedule(dynamic)
   for (int i = 0; i < count; ++i) {
     const int p = std::min(m[i], n[i]);
@@ -219,6 +265,7 @@ void right_singular(const A& a, double resolve, Eigen::Matrix<T, Eigen::Dynamic,
 template <class T>
 void svd_right_vbatched(context<host>&, const int* m, const int* n, T* const* A, const int* lda, T* const* S,
                         T* const* V, const int* ldv, int count, int /*max_m*/, int /*max_n*/, double resolve) {
+  [[maybe_unused]] const auto one_thread = items_one_blas_thread(count);
 #pragma omp parallel for schedule(dynamic)
   for (int i = 0; i < count; ++i) {
     const int p = std::min(m[i], n[i]);
