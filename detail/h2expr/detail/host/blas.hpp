@@ -10,8 +10,10 @@
 #include <h2expr/error.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <type_traits>
@@ -146,24 +148,68 @@ void lapack_orgqr(int m, int n, T* A, int lda, std::vector<T>& tau, std::vector<
   require<numerical_failure>(info == 0, "QR: LAPACK orgqr rejected argument " + std::to_string(-info));
 }
 
-// OpenBLAS on one thread while it lives, for a batch whose items h2expr's own parallel loop runs side
-// by side: OpenBLAS's threads inside that loop compete with the loop's (measured: a batch of 64 x 64
-// SVDs on 2 cores 3.4 s, 0.36 s with this). OpenBLAS's thread count is global (0.3.21 has no per-thread
-// one), so nested and concurrent batches share one count of holders, and the last restores it.
+// Thin SVD of A (m x n, ld lda; not modified): U (m x p, ld m), S (p), VT (p x n, ld p), p = min(m, n).
+// LAPACK's divide and conquer (gesdd), and QR iteration (gesvd) where that does not converge. False
+// when neither converges.
+template <class T>
+bool lapack_svd(int m, int n, const T* A, int lda, T* U, T* S, T* VT) {
+  const blasint bm = m, bn = n, ld = std::max(m, 1), ldu = std::max(m, 1), ldvt = std::max(std::min(m, n), 1);
+  std::vector<T> a(std::size_t(m) * std::size_t(n));  // LAPACK destroys its input
+  auto load = [&] {
+    for (int j = 0; j < n; ++j) std::copy(A + std::int64_t(j) * lda, A + std::int64_t(j) * lda + m, a.data() + std::int64_t(j) * m);
+  };
+  std::vector<blasint> iwork(std::size_t(8 * std::max(std::min(m, n), 1)));
+  auto run = [&](auto&& call) {  // a workspace query, then the call
+    blasint lwork = -1, info = 0;
+    T size = 0;
+    call(&size, &lwork, &info);
+    if (info != 0) return info;
+    // the size comes back as a T: rounded up, as a float may hold it below the integer (LAPACK 3.12's SROUNDUP_LWORK)
+    lwork = std::max<blasint>(blasint(std::ceil(double(size) * (1 + 4 * double(std::numeric_limits<T>::epsilon())))), 1);
+    std::vector<T> work(static_cast<std::size_t>(lwork));
+    call(work.data(), &lwork, &info);
+    return info;
+  };
+  const char s = 'S';
+  load();
+  blasint info = run([&](T* work, const blasint* lwork, blasint* inf) {
+    if constexpr (std::is_same_v<T, double>)
+      dgesdd_(&s, &bm, &bn, a.data(), &ld, S, U, &ldu, VT, &ldvt, work, lwork, iwork.data(), inf, 1);
+    else sgesdd_(&s, &bm, &bn, a.data(), &ld, S, U, &ldu, VT, &ldvt, work, lwork, iwork.data(), inf, 1);
+  });
+  require<numerical_failure>(info >= 0, "SVD: LAPACK gesdd rejected argument " + std::to_string(-info));
+  if (info == 0) return true;
+  load();
+  info = run([&](T* work, const blasint* lwork, blasint* inf) {
+    if constexpr (std::is_same_v<T, double>)
+      dgesvd_(&s, &s, &bm, &bn, a.data(), &ld, S, U, &ldu, VT, &ldvt, work, lwork, inf, 1, 1);
+    else sgesvd_(&s, &s, &bm, &bn, a.data(), &ld, S, U, &ldu, VT, &ldvt, work, lwork, inf, 1, 1);
+  });
+  require<numerical_failure>(info >= 0, "SVD: LAPACK gesvd rejected argument " + std::to_string(-info));
+  return info == 0;
+}
+#endif
+
+// OpenBLAS on one thread while it lives, for a batch of `count` items that h2expr's own parallel loop
+// runs side by side: in OpenBLAS's pthreads build its threads inside that loop compete with the loop's
+// (measured: a batch of 64 x 64 SVDs on 2 cores 3.4 s, 0.36 s with this); its OpenMP build already runs
+// on one thread there, and without OpenBLAS this does nothing. The thread count is global (OpenBLAS
+// 0.3.21 has no per-thread one): meanwhile other threads' OpenBLAS calls run on one thread too, and the
+// last of nested or concurrent holders restores the count.
 class blas_one_thread {
  public:
-  explicit blas_one_thread(bool engage) : engaged_(engage) {
+  explicit blas_one_thread([[maybe_unused]] int count) {
+#if defined(H2EXPR_HAS_OPENBLAS) && defined(_OPENMP)
+    engaged_ = count > 1 && omp_get_max_threads() > 1 && !omp_in_parallel() && openblas_get_parallel() == 1;
+#endif
     if (!engaged_) return;
     std::lock_guard<std::mutex> lock(state().mutex);
-    if (state().holders++ == 0) {
-      state().saved = openblas_get_num_threads();
-      if (state().saved > 1) openblas_set_num_threads(1);
-    }
+    if (state().holders++ == 0) state().saved = set_threads(1);
   }
   ~blas_one_thread() {
     if (!engaged_) return;
     std::lock_guard<std::mutex> lock(state().mutex);
-    if (--state().holders == 0 && state().saved > 1) openblas_set_num_threads(state().saved);
+    if (--state().holders == 0) set_threads(state().saved);
   }
   blas_one_thread(const blas_one_thread&) = delete;
   blas_one_thread& operator=(const blas_one_thread&) = delete;
@@ -177,45 +223,16 @@ class blas_one_thread {
     static shared s;
     return s;
   }
-  bool engaged_;
-};
-
-// Thin SVD of A (m x n, ld lda; destroyed): U (m x p, ld m), S (p), VT (p x n, ld p), p = min(m, n).
-// LAPACK's divide and conquer (gesdd), and QR iteration (gesvd) where that does not converge. False
-// when neither converges.
-template <class T>
-bool lapack_svd(int m, int n, T* A, int lda, T* U, T* S, T* VT) {
-  const blasint bm = m, bn = n, ld = std::max(lda, std::max(m, 1)), ldu = std::max(m, 1),
-                ldvt = std::max(std::min(m, n), 1);
-  std::vector<T> copy(A, A + std::size_t(ld) * std::size_t(n));  // gesdd leaves A destroyed on failure
-  std::vector<blasint> iwork(std::size_t(8 * std::max(std::min(m, n), 1)));
-  auto run = [&](auto&& call) {  // a workspace query, then the call
-    blasint lwork = -1, info = 0;
-    T size = 0;
-    call(&size, &lwork, &info);
-    if (info != 0) return info;
-    lwork = std::max<blasint>(blasint(size), 1);
-    std::vector<T> work(static_cast<std::size_t>(lwork));
-    call(work.data(), &lwork, &info);
-    return info;
-  };
-  const char s = 'S';
-  blasint info = run([&](T* work, const blasint* lwork, blasint* inf) {
-    if constexpr (std::is_same_v<T, double>)
-      dgesdd_(&s, &bm, &bn, A, &ld, S, U, &ldu, VT, &ldvt, work, lwork, iwork.data(), inf, 1);
-    else sgesdd_(&s, &bm, &bn, A, &ld, S, U, &ldu, VT, &ldvt, work, lwork, iwork.data(), inf, 1);
-  });
-  require<numerical_failure>(info >= 0, "SVD: LAPACK gesdd rejected argument " + std::to_string(-info));
-  if (info == 0) return true;
-  std::copy(copy.begin(), copy.end(), A);
-  info = run([&](T* work, const blasint* lwork, blasint* inf) {
-    if constexpr (std::is_same_v<T, double>)
-      dgesvd_(&s, &s, &bm, &bn, A, &ld, S, U, &ldu, VT, &ldvt, work, lwork, inf, 1, 1);
-    else sgesvd_(&s, &s, &bm, &bn, A, &ld, S, U, &ldu, VT, &ldvt, work, lwork, inf, 1, 1);
-  });
-  require<numerical_failure>(info >= 0, "SVD: LAPACK gesvd rejected argument " + std::to_string(-info));
-  return info == 0;
-}
+  static int set_threads([[maybe_unused]] int n) {  // the count before
+#if defined(H2EXPR_HAS_OPENBLAS)
+    const int before = openblas_get_num_threads();
+    if (before != n) openblas_set_num_threads(n);
+    return before;
+#else
+    return n;
 #endif
+  }
+  bool engaged_ = false;
+};
 
 }  // namespace h2expr::detail

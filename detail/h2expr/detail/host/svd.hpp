@@ -11,7 +11,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <limits>
+#include <mutex>
 #include <numeric>
 #include <type_traits>
 #include <vector>
@@ -48,20 +50,24 @@ dense<T> complete_orthonormal(const dense<T>& X, Eigen::Index p) {
 }
 
 #if defined(H2EXPR_HAS_OPENBLAS)
-// A thin SVD from LAPACK (lapack_svd) behind the accessors of Eigen's SVDs. Non-finite input gives
-// NaN factors, as Eigen's SVDs do.
+// A thin SVD from LAPACK (lapack_svd) behind the accessors of Eigen's SVDs; `converged` false where
+// neither of LAPACK's SVDs converged. Non-finite input (which LAPACK rejects) gives NaN factors.
 template <class T>
 struct lapack_factors {
   dense<T> u, v;
   Eigen::Matrix<T, Eigen::Dynamic, 1> s;
   bool converged = true;
-  explicit lapack_factors(dense<T> a) {
+  explicit lapack_factors(const dense<T>& a) {
     const int m = int(a.rows()), n = int(a.cols()), p = std::min(m, n);
     u.resize(m, p), s.resize(p);
     dense<T> vt(p, n);
-    if (a.allFinite()) converged = lapack_svd<T>(m, n, a.data(), m, u.data(), s.data(), vt.data());
-    else u.setConstant(std::numeric_limits<T>::quiet_NaN()), s.setConstant(std::numeric_limits<T>::quiet_NaN()),
-         vt.setConstant(std::numeric_limits<T>::quiet_NaN());
+    if (a.allFinite()) {
+      converged = lapack_svd<T>(m, n, a.data(), m, u.data(), s.data(), vt.data());
+    } else {
+      u.setConstant(std::numeric_limits<T>::quiet_NaN());
+      s.setConstant(std::numeric_limits<T>::quiet_NaN());
+      vt.setConstant(std::numeric_limits<T>::quiet_NaN());
+    }
     v = vt.transpose();
   }
   const dense<T>& matrixU() const { return u; }
@@ -105,8 +111,8 @@ void thin_svd(const A& a, dense<T>& U, Eigen::Matrix<T, Eigen::Dynamic, 1>& S, d
 #if defined(H2EXPR_HAS_OPENBLAS)
   if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
     // LAPACK's SVD (blas.hpp), accurate to rounding: neither Eigen SVD is compiled or run.
-    lapack_factors<T> f(b);
-    require<numerical_failure>(f.converged || !b.allFinite(), "SVD: LAPACK's gesdd and gesvd did not converge");
+    const lapack_factors<T> f(b);
+    require<numerical_failure>(f.converged, "SVD: neither LAPACK's gesdd nor its gesvd converged");
     solve(f);
   } else
 #endif
@@ -117,32 +123,48 @@ void thin_svd(const A& a, dense<T>& U, Eigen::Matrix<T, Eigen::Dynamic, 1>& S, d
   }
 }
 
-// For a batch of `count` items run side by side by a parallel loop: LAPACK on one thread meanwhile.
-inline auto items_one_blas_thread([[maybe_unused]] int count) {
-#if defined(H2EXPR_HAS_OPENBLAS) && defined(_OPENMP)
-  return blas_one_thread(count > 1 && omp_get_max_threads() > 1 && !omp_in_parallel());
-#else
-  return 0;
-#endif
-}
+// The first exception of a parallel loop's items, rethrown after the loop: one that leaves an OpenMP
+// region terminates the program.
+class loop_errors {
+ public:
+  template <class F>
+  void run(F&& f) noexcept {
+    try {
+      f();
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!first_) first_ = std::current_exception();
+    }
+  }
+  void rethrow() const {
+    if (first_) std::rethrow_exception(first_);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::exception_ptr first_;
+};
 
 // A_i = U_i diag(S_i) V_i^T, p = min(m, n): A_i := U_i (m x p); S_i (p values, descending);
 // V_i (n x p). V may be null (only U and S wanted).
 template <class T>
 void svd_vbatched(context<host>&, const int* m, const int* n, T* const* A, const int* lda, T* const* S,
                   T* const* V, const int* ldv, int count, int /*max_m*/, int /*max_n*/) {
-  [[maybe_unused]] const auto one_thread = items_one_blas_thread(count);
+  const blas_one_thread one_thread(count);
+  loop_errors errors;
 #pragma omp parallel for schedule(dynamic)
-  for (int i = 0; i < count; ++i) {
-    const int p = std::min(m[i], n[i]);
-    auto a = map_block(A[i], m[i], n[i], lda[i]);
-    dense<T> u, v;
-    Eigen::Matrix<T, Eigen::Dynamic, 1> s;
-    thin_svd<T>(a, u, s, v);
-    for (int j = 0; j < p; ++j) S[i][j] = s(j);
-    if (V) map_block(V[i], n[i], p, ldv[i]) = v;
-    a.leftCols(p) = u;
-  }
+  for (int i = 0; i < count; ++i)
+    errors.run([&] {
+      const int p = std::min(m[i], n[i]);
+      auto a = map_block(A[i], m[i], n[i], lda[i]);
+      dense<T> u, v;
+      Eigen::Matrix<T, Eigen::Dynamic, 1> s;
+      thin_svd<T>(a, u, s, v);
+      for (int j = 0; j < p; ++j) S[i][j] = s(j);
+      if (V) map_block(V[i], n[i], p, ldv[i]) = v;
+      a.leftCols(p) = u;
+    });
+  errors.rethrow();
 }
 
 // Right singular pairs of a (m >= n, in double) from the eigenvectors of its Gram matrix a^T a: every
@@ -265,16 +287,19 @@ void right_singular(const A& a, double resolve, Eigen::Matrix<T, Eigen::Dynamic,
 template <class T>
 void svd_right_vbatched(context<host>&, const int* m, const int* n, T* const* A, const int* lda, T* const* S,
                         T* const* V, const int* ldv, int count, int /*max_m*/, int /*max_n*/, double resolve) {
-  [[maybe_unused]] const auto one_thread = items_one_blas_thread(count);
+  const blas_one_thread one_thread(count);
+  loop_errors errors;
 #pragma omp parallel for schedule(dynamic)
-  for (int i = 0; i < count; ++i) {
-    const int p = std::min(m[i], n[i]);
-    Eigen::Matrix<T, Eigen::Dynamic, 1> s;
-    dense<T> v;
-    right_singular<T>(map_block(A[i], m[i], n[i], lda[i]), resolve, s, v);
-    for (int j = 0; j < p; ++j) S[i][j] = s(j);
-    map_block(V[i], n[i], p, ldv[i]) = v.leftCols(p);
-  }
+  for (int i = 0; i < count; ++i)
+    errors.run([&] {
+      const int p = std::min(m[i], n[i]);
+      Eigen::Matrix<T, Eigen::Dynamic, 1> s;
+      dense<T> v;
+      right_singular<T>(map_block(A[i], m[i], n[i], lda[i]), resolve, s, v);
+      for (int j = 0; j < p; ++j) S[i][j] = s(j);
+      map_block(V[i], n[i], p, ldv[i]) = v.leftCols(p);
+    });
+  errors.rethrow();
 }
 
 }  // namespace h2expr::detail
