@@ -21,7 +21,7 @@
 #include <h2expr/error.hpp>
 #include <h2expr/sparse_matrix.hpp>
 #include <h2expr/view.hpp>
-#if defined(__CUDACC__)
+#if defined(H2EXPR_CUDA_SPACE)
 #include <h2expr/detail/cuda/sparse.cuh>
 #endif
 

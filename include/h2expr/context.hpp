@@ -6,7 +6,7 @@
 // (the thread keeps only a weak reference), so no state outlives its users.
 #include <h2expr/detail/host/context.hpp>
 #include <h2expr/space.hpp>
-#if defined(__CUDACC__)
+#if defined(H2EXPR_CUDA_SPACE)
 #include <h2expr/detail/cuda/context.cuh>
 #endif
 
@@ -17,7 +17,7 @@ namespace h2expr {
 template <class Space>
 context_ptr<Space> default_context() {
   static_assert(is_space_v<Space>, "h2expr: Space must be h2expr::host or h2expr::cuda");
-#if !defined(__CUDACC__)
+#if !defined(H2EXPR_CUDA_SPACE)
   static_assert(std::is_same_v<Space, host>,
                 "h2expr: the CUDA space is available in CUDA translation units (compile with nvcc and "
                 "link h2expr::cuda)");
@@ -29,9 +29,9 @@ context_ptr<Space> default_context() {
   return ctx;
 }
 
-// Whether the CUDA space can run here: a CUDA translation unit on a machine with a usable device.
+// Whether the CUDA space can run here: a translation unit that can use it, on a machine with a usable device.
 inline bool cuda_available() {
-#if defined(__CUDACC__)
+#if defined(H2EXPR_CUDA_SPACE)
   int count = 0;
   bool ok = cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
   (void)cudaGetLastError();

@@ -9,8 +9,15 @@ namespace h2expr {
 // CPU: Eigen per batch item, OpenMP over the batch. Available everywhere.
 struct host {};
 // GPU: cuBLAS, cuSOLVER, cuRAND, Thrust and h2expr's own kernels. Usable in CUDA translation units
-// (compiled by nvcc, linked to h2expr::cuda); the host space still runs on a machine with no GPU.
+// (compiled by nvcc, linked to h2expr::cuda; or see H2EXPR_CUDA_SPACE); the host space still runs on a machine with no GPU.
 struct cuda {};
+
+// H2EXPR_CUDA_SPACE: this translation unit can use the CUDA space. A CUDA translation unit can; so can a
+// C++ one that defines H2EXPR_CUDA_PRIMITIVES_EXTERN and links the CUDA primitives compiled by nvcc in
+// another (see detail/cuda/primitives.hpp).
+#if defined(__CUDACC__) || defined(H2EXPR_CUDA_PRIMITIVES_EXTERN)
+#define H2EXPR_CUDA_SPACE 1
+#endif
 
 template <class Space>
 inline constexpr bool is_space_v = std::is_same_v<Space, host> || std::is_same_v<Space, cuda>;

@@ -12,7 +12,7 @@
 #include <h2expr/detail/host/sparse.hpp>
 #include <h2expr/error.hpp>
 #include <h2expr/view.hpp>
-#if defined(__CUDACC__)
+#if defined(H2EXPR_CUDA_SPACE)
 #include <h2expr/detail/cuda/sparse.cuh>
 #endif
 

@@ -7,12 +7,12 @@
 // library's translation unit of that space.
 //
 // H2EXPR_INSTANCES(list, kind): the list for every (scalar, space) this translation unit can compile
-// (the CUDA space only in CUDA translation units).
+// (the CUDA space where this translation unit can use it: H2EXPR_CUDA_SPACE).
 #include <h2expr/space.hpp>
 
 #define H2EXPR_HOST_INSTANCES(list, kind) list(kind, float, ::h2expr::host) list(kind, double, ::h2expr::host)
 #define H2EXPR_CUDA_INSTANCES(list, kind) list(kind, float, ::h2expr::cuda) list(kind, double, ::h2expr::cuda)
-#ifdef __CUDACC__
+#ifdef H2EXPR_CUDA_SPACE
 #define H2EXPR_INSTANCES(list, kind) H2EXPR_HOST_INSTANCES(list, kind) H2EXPR_CUDA_INSTANCES(list, kind)
 #else
 #define H2EXPR_INSTANCES(list, kind) H2EXPR_HOST_INSTANCES(list, kind)

@@ -27,10 +27,13 @@
 #include <h2expr/detail/host/random.hpp>
 #include <h2expr/detail/host/svd.hpp>
 #include <h2expr/detail/host/trsm.hpp>
+// The CUDA backend: its kernels in a CUDA translation unit, their declarations in a C++ one that links
+// them (H2EXPR_CUDA_PRIMITIVES_EXTERN).
 #if defined(__CUDACC__)
 #include <h2expr/detail/cuda/bsr.cuh>
 #include <h2expr/detail/cuda/cholesky.cuh>
 #include <h2expr/detail/cuda/cholesky_qr.cuh>
+#include <h2expr/detail/cuda/elementwise.cuh>
 #include <h2expr/detail/cuda/evaluate.cuh>
 #include <h2expr/detail/cuda/gemm.cuh>
 #include <h2expr/detail/cuda/marshal.cuh>
@@ -38,4 +41,6 @@
 #include <h2expr/detail/cuda/random.cuh>
 #include <h2expr/detail/cuda/svd.cuh>
 #include <h2expr/detail/cuda/trsm.cuh>
+#elif defined(H2EXPR_CUDA_SPACE)
+#include <h2expr/detail/cuda/primitives.hpp>
 #endif

@@ -3,7 +3,7 @@
 // The storage of matrices and the temporaries (pointer arrays, sizes, workspaces) of batched work.
 #include <h2expr/context.hpp>
 #include <h2expr/detail/host/memory.hpp>
-#if defined(__CUDACC__)
+#if defined(H2EXPR_CUDA_SPACE)
 #include <h2expr/detail/cuda/memory.cuh>
 #endif
 

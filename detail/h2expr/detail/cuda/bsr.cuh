@@ -7,6 +7,7 @@
 #include <h2expr/detail/bsr_shape.hpp>
 #include <h2expr/detail/cuda/check.cuh>
 #include <h2expr/detail/cuda/context.cuh>
+#include <h2expr/detail/cuda/primitives.hpp>
 #include <h2expr/detail/cuda/reduce.cuh>
 
 #include <algorithm>
@@ -143,7 +144,7 @@ namespace h2expr::detail {
 template <class T>
 void bsr_gemm(context<cuda>& c, op block_op, int rows, const int* ptr, const int* idx, const int* blk,
               const T* blocks, int mb, int nb, std::int64_t block_stride, const T* X, std::int64_t ldx, T* Y,
-              std::int64_t ldy, int nv, T beta, bsr_shape shape = {}) {
+              std::int64_t ldy, int nv, T beta, bsr_shape shape) {
   if (rows == 0 || mb == 0 || nv == 0) return;
   // The widest chunk of vectors whose accumulator fits the default 48 KB of shared memory.
   auto launch = [&](auto kernel, int NV) {
@@ -173,7 +174,7 @@ void gather_rows(context<cuda>& c, const int* src, std::int64_t rows, const T* X
 
 template <class T>
 void scatter_rows(context<cuda>& c, const int* dst, std::int64_t rows, const T* Yp, std::int64_t ldp, T* Y,
-                  std::int64_t ldy, int nv, T alpha = T(1), T beta = T(0)) {
+                  std::int64_t ldy, int nv, T alpha, T beta) {
   if (rows == 0 || nv == 0) return;
   const int blocks = int(std::min<std::int64_t>((rows * nv + 255) / 256, 8192));
   kernels::scatter_rows<<<blocks, 256, 0, c.stream()>>>(dst, rows, Yp, ldp, Y, ldy, nv, alpha, beta);

@@ -5,7 +5,9 @@
 // matrix is read as float, factored in double and written back as float (HARA's mixed precision).
 #include <h2expr/detail/cuda/check.cuh>
 #include <h2expr/detail/cuda/context.cuh>
+#include <h2expr/detail/cuda/elementwise.cuh>
 #include <h2expr/detail/cuda/memory.cuh>
+#include <h2expr/detail/cuda/primitives.hpp>
 
 #include <algorithm>
 #include <cstddef>

@@ -7,6 +7,7 @@
 #include <h2expr/detail/cuda/check.cuh>
 #include <h2expr/detail/cuda/context.cuh>
 #include <h2expr/detail/cuda/memory.cuh>
+#include <h2expr/detail/cuda/primitives.hpp>
 #include <h2expr/error.hpp>
 
 #include <algorithm>

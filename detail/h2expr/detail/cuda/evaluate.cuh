@@ -1,9 +1,10 @@
 #pragma once
-// Kernel entries of many blocks at once on the GPU (built-in kernels), or on the host and copied over
-// (any other callable: a host lambda cannot run on the device). Same layout as host/evaluate.hpp.
+// Kernel entries of many blocks at once on the GPU (built-in kernels; primitives.hpp evaluates any other
+// callable on the host), finiteness and sums of squares of device data. Same layout as host/evaluate.hpp.
 #include <h2expr/detail/buffer.hpp>
 #include <h2expr/detail/cuda/check.cuh>
 #include <h2expr/detail/cuda/context.cuh>
+#include <h2expr/detail/cuda/primitives.hpp>
 #include <h2expr/detail/host/evaluate.hpp>
 #include <h2expr/kernels.hpp>
 
@@ -65,28 +66,21 @@ __global__ void sum_of_squares(const T* data, std::size_t n, double* sum) {
 
 namespace h2expr::detail {
 
+// The entries of a built-in kernel (primitives.hpp's evaluate_blocks decides where to evaluate).
 template <class T, int D, class Kernel>
-void evaluate_blocks(context<cuda>& c, const Kernel& kernel, const block_points<T>& p, T* out) {
-  if (p.blocks() == 0 || p.row_stride == 0 || p.col_stride == 0) return;
-  const std::size_t size = std::size_t(p.row_stride) * p.col_stride;
-  if constexpr (is_device_kernel<Kernel>::value) {
-    auto ctx = std::shared_ptr<context<cuda>>(std::shared_ptr<context<cuda>>(), &c);  // non-owning
-    buffer<int, cuda> rn(ctx, p.row_node), cn(ctx, p.col_node), rc(ctx, p.row_count), cc(ctx, p.col_count);
-    buffer<T, cuda> rp(ctx, p.row_points), cp(ctx, p.col_points);
-    for (int first = 0; first < p.blocks(); first += 1 << 30) {
-      const int count = std::min(p.blocks() - first, 1 << 30);
-      kernels::evaluate_blocks<T, D><<<count, 128, 0, c.stream()>>>(kernel, rn.data(), cn.data(), rp.data(), rc.data(),
-                                                                    p.row_stride, cp.data(), cc.data(), p.col_stride,
-                                                                    out, first);
-      H2EXPR_CUDA_LAUNCHED();
-    }
-    c.synchronize();  // the index and point buffers go out of scope here
-  } else {
-    std::vector<T> values(size * p.blocks());
-    context<::h2expr::host> h;
-    evaluate_blocks<T, D>(h, kernel, p, values.data());
-    upload_2d(c, values.size(), 1, values.data(), values.size(), out, values.size());
+void evaluate_blocks_on_device(context<cuda>& c, const Kernel& kernel, const block_points<T>& p, T* out) {
+  static_assert(is_device_kernel<Kernel>::value, "h2expr: only built-in kernels run on the device");
+  auto ctx = std::shared_ptr<context<cuda>>(std::shared_ptr<context<cuda>>(), &c);  // non-owning
+  buffer<int, cuda> rn(ctx, p.row_node), cn(ctx, p.col_node), rc(ctx, p.row_count), cc(ctx, p.col_count);
+  buffer<T, cuda> rp(ctx, p.row_points), cp(ctx, p.col_points);
+  for (int first = 0; first < p.blocks(); first += 1 << 30) {
+    const int count = std::min(p.blocks() - first, 1 << 30);
+    kernels::evaluate_blocks<T, D><<<count, 128, 0, c.stream()>>>(kernel, rn.data(), cn.data(), rp.data(), rc.data(),
+                                                                  p.row_stride, cp.data(), cc.data(), p.col_stride,
+                                                                  out, first);
+    H2EXPR_CUDA_LAUNCHED();
   }
+  c.synchronize();  // the index and point buffers go out of scope here
 }
 
 // A grid-stride reduction over n entries into one device value that starts at zero: `launch(blocks,

@@ -4,6 +4,7 @@
 // that marshals ~15 s of compile, its headers alone included.)
 #include <h2expr/detail/cuda/check.cuh>
 #include <h2expr/detail/cuda/context.cuh>
+#include <h2expr/detail/cuda/primitives.hpp>
 
 #include <algorithm>
 #include <cstdint>

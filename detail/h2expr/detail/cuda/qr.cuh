@@ -5,6 +5,7 @@
 // without a workspace, and tall items (one block of a whole matrix) work too, only slower.
 #include <h2expr/detail/cuda/check.cuh>
 #include <h2expr/detail/cuda/context.cuh>
+#include <h2expr/detail/cuda/primitives.hpp>
 #include <h2expr/detail/cuda/reduce.cuh>
 
 #include <algorithm>

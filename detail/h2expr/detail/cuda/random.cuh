@@ -6,6 +6,7 @@
 #include <h2expr/detail/blas_types.hpp>
 #include <h2expr/detail/cuda/check.cuh>
 #include <h2expr/detail/cuda/context.cuh>
+#include <h2expr/detail/cuda/primitives.hpp>
 
 #include <cstdint>
 #include <limits>

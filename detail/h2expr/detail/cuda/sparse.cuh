@@ -1,8 +1,8 @@
 #pragma once
 // Sparse kernels of the CUDA space, on cuSPARSE's generic API: CSR times a block of vectors (SpMM)
 // and the triangular solves with a sparse Cholesky factor (SpSM). Same semantics as host/sparse.hpp.
+#include <h2expr/detail/batched.hpp>  // gather_rows, scatter_rows, scale_2d
 #include <h2expr/detail/buffer.hpp>
-#include <h2expr/detail/cuda/bsr.cuh>  // gather_rows, scatter_rows
 #include <h2expr/detail/cuda/check.cuh>
 #include <h2expr/detail/cuda/context.cuh>
 #include <h2expr/detail/cuda/memory.cuh>
@@ -16,18 +16,6 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
-
-namespace h2expr::detail::kernels {
-
-template <class T>
-__global__ void scale_2d(std::int64_t rows, std::int64_t cols, T beta, T* Y, std::int64_t ldy) {
-  const std::int64_t total = rows * cols;
-  for (std::int64_t e = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; e < total;
-       e += std::int64_t(gridDim.x) * blockDim.x)
-    Y[e % rows + (e / rows) * ldy] *= beta;
-}
-
-}  // namespace h2expr::detail::kernels
 
 namespace h2expr::detail {
 
@@ -55,19 +43,6 @@ using cusparse_const_sp_mat = cusparse_object<cusparseConstSpMatDescr_t, cuspars
 using cusparse_dn_mat = cusparse_object<cusparseDnMatDescr_t, cusparseDestroyDnMat>;
 using cusparse_const_dn_mat = cusparse_object<cusparseConstDnMatDescr_t, cusparseDestroyDnMat>;
 using cusparse_spsm = cusparse_object<cusparseSpSMDescr_t, cusparseSpSM_destroyDescr>;
-
-// Y = beta Y over rows x cols with a leading dimension.
-template <class T>
-void scale_2d(context<cuda>& c, std::int64_t rows, std::int64_t cols, T beta, T* Y, std::int64_t ldy) {
-  if (rows == 0 || cols == 0 || beta == T(1)) return;
-  if (beta == T(0)) {  // all-zero bits are 0.0, and NaN in Y must not survive
-    H2EXPR_CUDA(cudaMemset2DAsync(Y, ldy * sizeof(T), 0, rows * sizeof(T), cols, c.stream()));
-    return;
-  }
-  const int blocks = int(std::min<std::int64_t>((rows * cols + 255) / 256, 8192));
-  kernels::scale_2d<<<blocks, 256, 0, c.stream()>>>(rows, cols, beta, Y, ldy);
-  H2EXPR_CUDA_LAUNCHED();
-}
 
 // Y(0:rows, 0:nv) = alpha A X + beta Y for a rows x cols CSR A (beta == 0 does not read Y).
 template <class T>

@@ -5,6 +5,7 @@
 #include <h2expr/detail/cuda/check.cuh>
 #include <h2expr/detail/cuda/context.cuh>
 #include <h2expr/detail/cuda/memory.cuh>
+#include <h2expr/detail/cuda/primitives.hpp>
 #include <h2expr/detail/cuda/reduce.cuh>
 
 #include <algorithm>

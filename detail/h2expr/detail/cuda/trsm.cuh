@@ -5,6 +5,7 @@
 #include <h2expr/detail/cuda/check.cuh>
 #include <h2expr/detail/cuda/context.cuh>
 #include <h2expr/detail/cuda/gemm.cuh>  // cublas_op
+#include <h2expr/detail/cuda/primitives.hpp>
 
 #include <algorithm>
 #include <cstddef>
