@@ -47,7 +47,7 @@ known_item<T> decaying_item(rng& r, int m, int n, double t, double alpha, int ex
   const dense<double> u = random_orthonormal(r, m, k), v = random_orthonormal(r, n, k);
   Eigen::VectorXd sv(k);
   for (int j = 0; j < k; ++j) sv(j) = it.s[std::size_t(j)];
-  it.M = (u * sv.asDiagonal() * v.transpose()).template cast<T>();
+  it.M = reference::product(u * sv.asDiagonal(), false, v, true).template cast<T>();
   return it;
 }
 
@@ -61,7 +61,7 @@ std::vector<matrix<T, Space>> to_space(const std::vector<known_item<T>>& items) 
 template <class T>
 double ortho_error(const dense<T>& U) {
   const dense<double> u = U.template cast<double>();
-  return (u.transpose() * u - dense<double>::Identity(u.cols(), u.cols())).norm();
+  return (reference::product(u, true, u, false) - dense<double>::Identity(u.cols(), u.cols())).norm();
 }
 
 template <class C>

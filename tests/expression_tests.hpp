@@ -14,6 +14,7 @@
 
 #include "../examples/poisson.hpp"
 #include "instances/hara.hpp"
+#include "reference.hpp"
 #include "support.hpp"
 
 namespace h2expr::test {
@@ -217,10 +218,10 @@ TYPED_TEST_P(expression_test, schur_complements_of_poisson_problems) {
     const auto A12 = sparse_matrix<T, Space>::from_eigen(p.A12, this->ctx_);
     const auto A21 = sparse_matrix<T, Space>::from_eigen(p.A21, this->ctx_);
     const auto A22 = sparse_matrix<T, Space>::from_eigen(p.A22, this->ctx_);
-    const dense<double> a11 = p.A11.toDense().template cast<double>();
-    const dense<double> s = p.A22.toDense().template cast<double>() -
-                            p.A21.toDense().template cast<double>() *
-                                a11.llt().solve(dense<double>(p.A12.toDense().template cast<double>()));
+    dense<double> x;  // A11^{-1} A12, exact to rounding (A11 is SPD)
+    ASSERT_TRUE(reference::cholesky_solve(Eigen::SparseMatrix<double>(p.A11.template cast<double>()),
+                                          dense<double>(p.A12.toDense().template cast<double>()), x));
+    const dense<double> s = p.A22.toDense().template cast<double>() - p.A21.toDense().template cast<double>() * x;
     auto schur = A22 - A21 * solve(cholesky(A11)) * A12;
     this->expect_products(schur, s, what);
     double last = 1;

@@ -2,6 +2,7 @@
 // Dense references in double that the tests compare against: Eigen's factorizations, compiled once in
 // reference.cpp (the test-support library) instead of in every test translation unit.
 #include <Eigen/Core>
+#include <Eigen/SparseCore>
 
 namespace h2expr::test::reference {
 
@@ -12,6 +13,13 @@ Eigen::VectorXd householder_r_diagonal(const Eigen::MatrixXd& a);  // |diag(R)| 
 Eigen::MatrixXd cholesky_lower(const Eigen::MatrixXd& a);          // L of a = L L^T (a must be SPD)
 // X = a^{-1} b through the Cholesky factorization of an SPD a; false when a is not positive definite.
 bool cholesky_solve(const Eigen::MatrixXd& a, const Eigen::MatrixXd& b, Eigen::MatrixXd& x);
+// The same for a sparse a (Eigen's simplicial Cholesky in double): exact to rounding like the dense
+// one, without its n^3 (a dense 4,096^2 factorization took 20 s of a test under the sanitizers).
+bool cholesky_solve(const Eigen::SparseMatrix<double>& a, const Eigen::MatrixXd& b, Eigen::MatrixXd& x);
+// op(a) op(b), op transposing where asked: BLAS's gemm where the build has it (the tests' largest products
+// of inputs and checks, which the sanitizers' instrumented Eigen kernels made the slowest part of the
+// suites), else Eigen's.
+Eigen::MatrixXd product(const Eigen::MatrixXd& a, bool transpose_a, const Eigen::MatrixXd& b, bool transpose_b);
 Eigen::VectorXd symmetric_eigenvalues(const Eigen::MatrixXd& a);   // ascending
 
 }  // namespace h2expr::test::reference
