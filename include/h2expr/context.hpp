@@ -20,7 +20,7 @@ context_ptr<Space> default_context() {
 #if !defined(H2EXPR_CUDA_SPACE)
   static_assert(std::is_same_v<Space, host>,
                 "h2expr: the CUDA space is available in CUDA translation units (compile with nvcc and "
-                "link h2expr::cuda)");
+                "link h2expr::cuda), or with H2EXPR_CUDA_PRIMITIVES_EXTERN (detail/cuda/primitives.hpp)");
 #endif
   thread_local std::weak_ptr<context<Space>> cached;
   if (auto ctx = cached.lock()) return ctx;

@@ -9,8 +9,11 @@
 // header-only code. A C++ translation unit may use the CUDA space too when it defines
 // H2EXPR_CUDA_PRIMITIVES_EXTERN: it sees only these declarations (and the host-side code of the space:
 // context, memory, cuSPARSE objects), and the program links a CUDA translation unit that instantiates
-// the primitives explicitly (the project's tests do this: tests/instances/primitives_cuda.cu). The
-// algorithms, written once over both spaces, then compile with the host compiler alone.
+// the primitives explicitly (the project's tests do this: tests/instances/primitives_cuda.cu, with the
+// lists in tests/instances/primitives.hpp as a template), and links h2expr::cuda. The algorithms, written
+// once over both spaces, then compile with the host compiler alone. Only what that translation unit
+// instantiates links: evaluate_blocks_on_device for each (scalar, dimension, built-in kernel) used, and
+// a kernel of the user's own marked device_callable needs a CUDA translation unit.
 #include <h2expr/detail/blas_types.hpp>
 #include <h2expr/detail/bsr_shape.hpp>
 #include <h2expr/detail/cuda/context.cuh>
