@@ -18,7 +18,8 @@ namespace h2expr::test::reference {
 
 namespace {
 // y = op(a(:, 0:cols)) x + beta y (gemv): BLAS's where the build has it, so that the Lanczos steps below do
-// not run in Eigen's kernels compiled with the sanitizers (80% of an H2 suite's test there).
+// not run in Eigen's kernels compiled with the sanitizers (80% of an H2 suite's test there). Not
+// detail::gemm_item, the library's product: a reference must not share the code that it checks.
 void gemv(const Eigen::MatrixXd& a, Eigen::Index cols, bool transpose, const double* x, double beta, double* y) {
   const Eigen::Index rows = a.rows();
   if (rows == 0 || cols == 0) {
