@@ -28,7 +28,7 @@ deps=()
 [ -d .deps ] && deps=(-DCMAKE_PREFIX_PATH="$PWD/.deps" -DH2EXPR_GTEST_SOURCE_DIR="$PWD/.deps/src/googletest")
 build=${GPU_CHECK_BUILD:-build-gpu}  # (both overridable, to try the script on a machine without a GPU)
 filter=${GPU_CHECK_TARGETS:-.}
-cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" "${deps[@]}" \
+cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" -DH2EXPR_BUILD_BENCHMARKS=ON "${deps[@]}" \
   > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
 all_targets=$(ninja -C $build -t targets all | sed -n 's/^\([A-Za-z0-9_]*_cuda\): phony$/\1/p' | grep -E "$filter")
 test_targets=$(echo "$all_targets" | grep '^test_')

@@ -132,9 +132,14 @@ TYPED_TEST_P(ara_test, kernel_interaction_blocks_meet_the_tolerance) {
   for (int i = 0; i < 1000; ++i) {
     const int m = r.uniform_int(64, 192), n = r.uniform_int(64, 192);
     const dense<double> x = cluster(m, 0), y = cluster(n, 2 + 2 * unit(r.engine));
-    dense<T> k(m, n);
-    for (int a = 0; a < m; ++a)
-      for (int b = 0; b < n; ++b) k(a, b) = T(std::exp(-(x.col(a) - y.col(b)).norm()));
+    dense<T> k(m, n);  // (plain loops: the drivers may be compiled at -O0, tests/CMakeLists.txt)
+    const double *px = x.data(), *py = y.data();
+    T* pk = k.data();
+    for (int b = 0; b < n; ++b)
+      for (int a = 0; a < m; ++a) {
+        const double dx = px[2 * a] - py[2 * b], dy = px[2 * a + 1] - py[2 * b + 1];
+        pk[a + std::size_t(b) * m] = T(std::exp(-std::sqrt(dx * dx + dy * dy)));
+      }
     blocks.emplace_back(k);
     dense_blocks.push_back(std::move(k));
   }

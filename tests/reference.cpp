@@ -140,4 +140,25 @@ Eigen::VectorXd symmetric_eigenvalues(const Eigen::MatrixXd& a) {
   return Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd>(a, Eigen::EigenvaluesOnly).eigenvalues();
 }
 
+template <class A, class E>
+double relative_error(const Eigen::Ref<const Eigen::Matrix<A, Eigen::Dynamic, Eigen::Dynamic>>& approx,
+                      const Eigen::Ref<const Eigen::Matrix<E, Eigen::Dynamic, Eigen::Dynamic>>& exact) {
+  const Eigen::MatrixXd e = exact.template cast<double>();
+  const double ref = e.norm();
+  const double diff = (approx.template cast<double>() - e).norm();
+  return ref > 0 ? diff / ref : diff;
+}
+template double relative_error<float, float>(const Eigen::Ref<const Eigen::MatrixXf>&, const Eigen::Ref<const Eigen::MatrixXf>&);
+template double relative_error<float, double>(const Eigen::Ref<const Eigen::MatrixXf>&, const Eigen::Ref<const Eigen::MatrixXd>&);
+template double relative_error<double, float>(const Eigen::Ref<const Eigen::MatrixXd>&, const Eigen::Ref<const Eigen::MatrixXf>&);
+template double relative_error<double, double>(const Eigen::Ref<const Eigen::MatrixXd>&, const Eigen::Ref<const Eigen::MatrixXd>&);
+
+template <class T>
+void fill_normal(std::mt19937_64& engine, T* out, std::size_t n) {
+  std::normal_distribution<double> d;
+  for (std::size_t i = 0; i < n; ++i) out[i] = T(d(engine));
+}
+template void fill_normal<float>(std::mt19937_64&, float*, std::size_t);
+template void fill_normal<double>(std::mt19937_64&, double*, std::size_t);
+
 }  // namespace h2expr::test::reference

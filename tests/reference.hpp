@@ -3,6 +3,8 @@
 // reference.cpp (the test-support library) instead of in every test translation unit.
 #include <Eigen/Core>
 #include <Eigen/SparseCore>
+#include <cstddef>
+#include <random>
 
 namespace h2expr::test::reference {
 
@@ -21,5 +23,15 @@ bool cholesky_solve(const Eigen::SparseMatrix<double>& a, const Eigen::MatrixXd&
 // suites), else Eigen's.
 Eigen::MatrixXd product(const Eigen::MatrixXd& a, bool transpose_a, const Eigen::MatrixXd& b, bool transpose_b);
 Eigen::VectorXd symmetric_eigenvalues(const Eigen::MatrixXd& a);   // ascending
+
+// The element-wise work of the tests' checks and inputs, compiled here at the build type's flags (the
+// test drivers may be compiled at -O0, tests/CMakeLists.txt):
+// ||approx - exact||_F / ||exact||_F in double (||approx||_F where exact is 0),
+template <class A, class E>
+double relative_error(const Eigen::Ref<const Eigen::Matrix<A, Eigen::Dynamic, Eigen::Dynamic>>& approx,
+                      const Eigen::Ref<const Eigen::Matrix<E, Eigen::Dynamic, Eigen::Dynamic>>& exact);
+// and n standard normal numbers from one std::normal_distribution<double>, in order.
+template <class T>
+void fill_normal(std::mt19937_64& engine, T* out, std::size_t n);
 
 }  // namespace h2expr::test::reference

@@ -16,6 +16,8 @@
 #include <memory>
 #include <random>
 
+#include "reference.hpp"
+
 namespace h2expr::test {
 
 template <class T, class S>
@@ -43,11 +45,9 @@ struct rng {
   explicit rng(std::uint64_t salt = 0) : engine(test_seed() ^ (salt * 0x9e3779b97f4a7c15ull)) {}
   int uniform_int(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(engine); }
   template <class T>
-  dense<T> normal(Eigen::Index rows, Eigen::Index cols) {
-    std::normal_distribution<double> d;
+  dense<T> normal(Eigen::Index rows, Eigen::Index cols) {  // column by column
     dense<T> m(rows, cols);
-    for (Eigen::Index j = 0; j < cols; ++j)
-      for (Eigen::Index i = 0; i < rows; ++i) m(i, j) = T(d(engine));
+    reference::fill_normal(engine, m.data(), std::size_t(m.size()));
     return m;
   }
 };
@@ -58,14 +58,16 @@ double tol(double factor = 1.0) {
   return factor * (std::is_same_v<T, float> ? 2e-5 : 1e-12);
 }
 
-// ||approx - exact||_F / ||exact||_F in double. `exact` is evaluated once: as a product expression,
-// twice was half of a test's time under the sanitizers.
+// ||approx - exact||_F / ||exact||_F in double (reference.cpp). Expressions are evaluated once, here,
+// in their own scalar type: as a product expression, `exact` evaluated twice was half of a test's time
+// under the sanitizers.
 template <class A, class B>
 double relative_error(const A& approx, const B& exact) {
-  const Eigen::MatrixXd e = exact.template cast<double>();
-  const double ref = e.norm();
-  const double diff = (approx.template cast<double>() - e).norm();
-  return ref > 0 ? diff / ref : diff;
+  using TA = typename A::Scalar;
+  using TB = typename B::Scalar;
+  const Eigen::Ref<const dense<TA>> a(approx);
+  const Eigen::Ref<const dense<TB>> e(exact);
+  return reference::relative_error<TA, TB>(a, e);
 }
 
 // A non-symmetric kernel, as a plain host lambda (on the CUDA space: evaluated on the host).

@@ -1,5 +1,0 @@
-// The batched_ara instances of the CUDA space for one scalar type (CMakeLists.txt compiles this once
-// per type: no compile holds both), compiled once for every test that uses them.
-#include "instances/batched_ara.hpp"
-
-H2EXPR_BATCHED_ARA_INSTANCES(template, H2EXPR_TEST_SCALAR, ::h2expr::cuda)
