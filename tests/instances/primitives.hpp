@@ -34,8 +34,9 @@
   kind void h2expr::detail::trsm_vbatched<T>(::h2expr::context<S>&, side, uplo, op, diag, const int*, const int*,  \
                                              T, const T* const*, const int*, T* const*, const int*, int, int, int);
 
-// The rest of the CUDA backend (detail/cuda/primitives.hpp): compiled here once, so that the CUDA test
-// drivers, C++ translation units (H2EXPR_CUDA_PRIMITIVES_EXTERN), link it.
+// The rest of the CUDA backend (detail/cuda/primitives.hpp): compiled here once, so that the C++
+// translation units of the CUDA space (H2EXPR_CUDA_PRIMITIVES_EXTERN: the CUDA suites' drivers and the
+// algorithms' CUDA instances) link it.
 #define H2EXPR_CUDA_EVALUATE_INSTANCE(kind, T, K, D)                                                        \
   kind void h2expr::detail::evaluate_blocks_on_device<T, D, ::h2expr::kernels::K>(                                 \
       ::h2expr::context<::h2expr::cuda>&, const ::h2expr::kernels::K&, const ::h2expr::detail::block_points<T>&, T*);

@@ -1,5 +1,6 @@
 // The CUDA primitives for one scalar type (CMakeLists.txt compiles this once per type): every kernel of
-// the CUDA backend that the tests' C++ drivers call.
+// the CUDA backend that the C++ translation units of the CUDA space call (the CUDA suites' drivers, the
+// algorithms' CUDA instances: tests/CMakeLists.txt).
 #include "instances/primitives.hpp"
 
 namespace h2expr::detail {
