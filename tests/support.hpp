@@ -65,6 +65,9 @@ template <class A, class B>
 double relative_error(const A& approx, const B& exact) {
   using TA = typename A::Scalar;
   using TB = typename B::Scalar;
+  static_assert((std::is_same_v<TA, float> || std::is_same_v<TA, double>) &&
+                    (std::is_same_v<TB, float> || std::is_same_v<TB, double>),
+                "relative_error: float or double matrices (reference.cpp's instances)");
   const Eigen::Ref<const dense<TA>> a(approx);
   const Eigen::Ref<const dense<TB>> e(exact);
   return reference::relative_error<TA, TB>(a, e);
