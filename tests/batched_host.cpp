@@ -12,8 +12,8 @@ H2EXPR_TYPED_SUITE(batched_test, host);
 #ifdef H2EXPR_TEST_SCALAR_IS_DOUBLE  // once per executable
 // The tests' own references (reference.cpp) against plain Eigen: in BLAS and LAPACK where the build has
 // OpenBLAS (the README's build), in Eigen where it has not (CI's Eigen-fallback stage runs this suite).
-// (Where the build has OpenBLAS, the tests' Eigen products call BLAS too: EIGEN_USE_BLAS; this then
-// checks the references' own calls, and the Eigen-fallback stage checks them against Eigen's kernels.)
+// (In the sanitizer build with OpenBLAS, the tests' Eigen products call BLAS too: EIGEN_USE_BLAS; there
+// this checks the references' own calls, and the Eigen-fallback stage checks them against Eigen's kernels.)
 namespace h2expr::test {
 TEST(reference, agrees_with_plain_eigen) {
   rng r(97);
