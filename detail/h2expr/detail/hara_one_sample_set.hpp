@@ -194,6 +194,7 @@ class one_sample_set_builder {
     std::vector<int> offr, offc;
     int ld = 1, nearw = 1;  // per-node blocks: ld x s (u, v, samples), ld x nearw (G, H); pairs: ld x ld
     buffer<T, Space> om, y, ps, z, u, v, d;
+    int first = 0;  // the first sample column that om, y, ps and z hold (a finished level: the new ones)
     int p = 0;  // held-out columns of the basis samples
     std::int64_t pair(int e) const { return std::int64_t(e) * ld * ld; }
     std::int64_t row_block(int t) const { return std::int64_t(t) * ld * nearw; }
@@ -294,8 +295,22 @@ class one_sample_set_builder {
       levels_[l].seconds_ara += since(t0);
       if (need) return need;
       done_ = std::min(done_, l);
+      release_samples(l);
     }
     return root();
+  }
+
+  // A finished level's samples are read no more: its parent's compressed samples hold what the levels
+  // above need, and a later round brings it new columns alone (compress_samples). Released at once, so
+  // that at most two levels' samples are alive (3D, s = 4,024: 8.4 GB of panels over all levels). The
+  // root, rebuilt from all columns in every round, keeps its own (one node's).
+  void release_samples(int l) {
+    if (l == L_) {
+      for (auto* b : {&omega_, &y_, &psi_, &z_}) *b = buffer<T, Space>();
+      base_ = s_, room_ = 0;
+    } else {
+      for (auto* b : {&lv_[l].om, &lv_[l].y, &lv_[l].ps, &lv_[l].z}) *b = buffer<T, Space>();
+    }
   }
 
   panel samples(int l, bool omega_side, bool transpose_side) {
@@ -310,7 +325,7 @@ class one_sample_set_builder {
     } else {
       const buffer<T, Space>& b = transpose_side ? (omega_side ? d.ps : d.z) : (omega_side ? d.om : d.y);
       p.base = const_cast<T*>(b.data()), p.ld = d.ld;
-      for (int t = 0; t < nodes; ++t) p.at[t] = std::int64_t(t) * d.ld * s_;
+      for (int t = 0; t < nodes; ++t) p.at[t] = (std::int64_t(t) * (s_ - d.first) - d.first) * d.ld;  // + column * ld
     }
     return p;
   }
@@ -645,7 +660,8 @@ class one_sample_set_builder {
 
   // The parent level's samples: Omega^ = V^T Omega, Y^ = U^T (Y - sum_s D_ts Omega_s) (and Psi^ =
   // U^T Psi, Z^ = V^T (Z - sum_t D_ts^T Psi_t)), each child's rows after its sibling's; columns c0 ..
-  // s_ - 1 (the parent's panels hold the first c0 already).
+  // s_ - 1. A parent level still to be built keeps its first c0 columns before them; a finished one
+  // holds the new columns alone.
   void compress_samples(int l, int c0) {
     auto& d = lv_[l];
     auto& up = lv_[l - 1];
@@ -655,11 +671,12 @@ class one_sample_set_builder {
     for (int t = 0; t < nodes; ++t) up.nr[t / 2] += d.ku[t], up.nc[t / 2] += d.kv[t];
     up.ld = 1;
     for (int j = 0; j < nodes / 2; ++j) up.ld = std::max({up.ld, up.nr[j], up.nc[j]});
-    const std::int64_t ups = std::int64_t(s_) * up.ld, first = std::int64_t(c0) * up.ld;
+    up.first = l - 1 >= done_ ? c0 : 0;
+    const std::int64_t ups = std::int64_t(s_ - up.first) * up.ld, first = std::int64_t(c0 - up.first) * up.ld;
     auto alloc = [&](buffer<T, Space>& b) {
       buffer<T, Space> g(ctx_, std::size_t(nodes / 2) * ups);
       fill(*ctx_, g.data(), g.size(), T(0));
-      if (c0 > 0) {  // each parent's old block (up.ld x c0, contiguous) starts its new one
+      if (first > 0) {  // each parent's old block (up.ld x c0, contiguous) starts its new one
         std::vector<item_copy> keep;
         for (int j = 0; j < nodes / 2; ++j) keep.push_back({up.ld, c0, j * first, j * ups, up.ld, up.ld});
         copy_items(ctx_, b.data(), g.data(), keep);
