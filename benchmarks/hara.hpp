@@ -165,10 +165,11 @@ void structure_report(const std::string& name, const ::h2expr::structure<T>& S) 
 }
 
 // max_log_n: the sweep's largest n = 2^max_log_n; reference: 1 TARGETS.md's structures, both
-// constructions and its problems through hara(), 2 the structures alone, 3 the problems alone, 4 a
-// sweep over n = 2^12 .. 2^max_log_n at 1e-4 on the 2D problem's structure (and nothing else).
+// constructions and its problems through hara(), 2 the structures alone, 3 the problems alone (dims: 2,
+// 3 or 0 for both; at tol), 4 a sweep over n = 2^12 .. 2^max_log_n at 1e-4 on the 2D problem's
+// structure, 5 the same on the 3D problem's (exp(-r/0.2) on a g^3 grid, Chebyshev 4), and nothing else.
 template <class Space>
-void run_hara_benchmarks(int max_log_n, int reference) {
+void run_hara_benchmarks(int max_log_n, int reference, int dims = 0, double tol = 1e-4) {
   if (reference == 1 || reference == 2) {
     std::printf("\n## The reference structures (leaf 64, eta 1): blocks per row cluster and colours per level\n");
     const build_options sb{.leaf_size = 64, .eta = 1.0};
@@ -177,19 +178,22 @@ void run_hara_benchmarks(int max_log_n, int reference) {
     if (reference == 1) both_constructions<Space>(16);
   }
   if (reference == 1 || reference == 3) {
-    std::printf("\n## Reference problems (TARGETS.md) through hara(), at 1e-4. Peer (H2Opus CPU, 2 cores, bs 32, r 10)\n"
+    std::printf("\n## Reference problems (TARGETS.md) through hara(), at %.0e. Peer at 1e-4 (H2Opus CPU, 2 cores, bs 32, r 10)\n"
                 "## on the Intel Xeon kind: 2D rebuilding A 50.0 s, ~2,130 samples, error 2.5e-4; A * A 13.1 s, ~890\n"
                 "## samples, 6.3e-5. 3D rebuilding A 445 s, ~2,400 samples, error 4.7e-3; A * A 99 s, ~1,610, 1.4e-4;\n"
                 "## its whole 3D run's peak memory 10.6 GB. (AMD EPYC kind, 2D: 51.8 s, 2,187, 2.9e-4; 14.1 s, 954, 7.7e-5.)\n"
-                "## 2D: exp(-r/0.1), 256 x 256 grid, leaf 64, eta 1, Chebyshev 8. 3D: exp(-r/0.2), 40^3, Chebyshev 4.\n\n");
+                "## 2D: exp(-r/0.1), 256 x 256 grid, leaf 64, eta 1, Chebyshev 8. 3D: exp(-r/0.2), 40^3, Chebyshev 4.\n\n",
+                tol);
     hara_header();
     const build_options b2{.leaf_size = 64, .eta = 1.0, .cheb_points = 8}, b3{.leaf_size = 64, .eta = 1.0, .cheb_points = 4};
     for (bool square : {false, true})
-      hara_problem<double, Space>("TARGETS 2D exp l=0.1", point_cloud<double, 2>::grid({256, 256}),
-                                  kernels::exponential{0.1}, b2, 1e-4, square, true);
+      if (dims != 3)
+        hara_problem<double, Space>("TARGETS 2D exp l=0.1", point_cloud<double, 2>::grid({256, 256}),
+                                    kernels::exponential{0.1}, b2, tol, square, true);
     for (bool square : {false, true})
-      hara_problem<double, Space>("TARGETS 3D exp l=0.2", point_cloud<double, 3>::grid({40, 40, 40}),
-                                  kernels::exponential{0.2}, b3, 1e-4, square, true);
+      if (dims != 2)
+        hara_problem<double, Space>("TARGETS 3D exp l=0.2", point_cloud<double, 3>::grid({40, 40, 40}),
+                                    kernels::exponential{0.2}, b3, tol, square, true);
   }
   if (reference == 4) {  // samples and time per point against n on TARGETS.md's 2D structure (eta 1)
     std::printf("\n## Sweep at 1e-4: 2D exp(-r/0.1) on a g x g grid of [0,1]^2, leaf 64, eta 1, Chebyshev 8\n\n");
@@ -199,6 +203,18 @@ void run_hara_benchmarks(int max_log_n, int reference) {
         const int g = 1 << (logn / 2);
         hara_problem<double, Space>("2D exp l=0.1, eta 1", point_cloud<double, 2>::grid({g, g}),
                                     kernels::exponential{0.1}, {.leaf_size = 64, .eta = 1.0, .cheb_points = 8}, 1e-4,
+                                    square, false);
+      }
+    return;
+  }
+  if (reference == 5) {  // the same on TARGETS.md's 3D structure: g^3 points, g = round(2^(logn / 3))
+    std::printf("\n## Sweep at 1e-4: 3D exp(-r/0.2) on a g x g x g grid of [0,1]^3, leaf 64, eta 1, Chebyshev 4\n\n");
+    hara_header();
+    for (int logn = 12; logn <= max_log_n; ++logn)
+      for (bool square : {false, true}) {
+        const int g = int(std::lround(std::cbrt(double(1 << logn))));
+        hara_problem<double, Space>("3D exp l=0.2, eta 1", point_cloud<double, 3>::grid({g, g, g}),
+                                    kernels::exponential{0.2}, {.leaf_size = 64, .eta = 1.0, .cheb_points = 4}, 1e-4,
                                     square, false);
       }
     return;
