@@ -207,14 +207,10 @@ class one_sample_set_builder {
   // panels. Until the leaves are built the earlier columns are kept, and the panels grow to twice what
   // is asked, so that a round or two more need no copy (room never written costs no memory: its pages
   // are faulted in when written); once the leaves are built only new columns are read, so the panels
-  // hold those alone.
+  // hold those alone (release_samples).
   void sample(int s, int round) {
     auto& c = *ctx_;
     const int w = s - s_;
-    if (done_ <= L_ && base_ < s_) {
-      for (auto* b : {&omega_, &y_, &psi_, &z_}) *b = buffer<T, Space>();
-      base_ = s_, room_ = 0;
-    }
     if (s - base_ > room_) {
       room_ = base_ > 0 ? s - base_ : 2 * s;
       auto grow = [&](buffer<T, Space>& b) {
@@ -672,13 +668,14 @@ class one_sample_set_builder {
     up.ld = 1;
     for (int j = 0; j < nodes / 2; ++j) up.ld = std::max({up.ld, up.nr[j], up.nc[j]});
     up.first = l - 1 >= done_ ? c0 : 0;
-    const std::int64_t ups = std::int64_t(s_ - up.first) * up.ld, first = std::int64_t(c0 - up.first) * up.ld;
+    // ups: a parent's block; old: the elements of its columns before c0 that it keeps.
+    const std::int64_t ups = std::int64_t(s_ - up.first) * up.ld, old = std::int64_t(c0 - up.first) * up.ld;
     auto alloc = [&](buffer<T, Space>& b) {
       buffer<T, Space> g(ctx_, std::size_t(nodes / 2) * ups);
       fill(*ctx_, g.data(), g.size(), T(0));
-      if (first > 0) {  // each parent's old block (up.ld x c0, contiguous) starts its new one
+      if (old > 0) {  // each parent's old block (up.ld x c0, contiguous) starts its new one
         std::vector<item_copy> keep;
-        for (int j = 0; j < nodes / 2; ++j) keep.push_back({up.ld, c0, j * first, j * ups, up.ld, up.ld});
+        for (int j = 0; j < nodes / 2; ++j) keep.push_back({up.ld, c0, j * old, j * ups, up.ld, up.ld});
         copy_items(ctx_, b.data(), g.data(), keep);
       }
       b = std::move(g);
@@ -701,8 +698,8 @@ class one_sample_set_builder {
         const std::int64_t parent = std::int64_t(t / 2) * ups;
         const int oin = (t & 1) ? kin[t - 1] : 0, oout = (t & 1) ? kout[t - 1] : 0;
         const std::int64_t ic = in.at[t] + std::int64_t(c0) * in.ld, oc = out.at[t] + std::int64_t(c0) * out.ld;
-        hin.push_back({kin[t], s, nin[t], d.basis_at(t), ic, parent + first + oin, ld, in.ld, up.ld});
-        hout.push_back({kout[t], s, nout[t], d.basis_at(t), oc, parent + first + oout, ld, out.ld, up.ld});
+        hin.push_back({kin[t], s, nin[t], d.basis_at(t), ic, parent + old + oin, ld, in.ld, up.ld});
+        hout.push_back({kout[t], s, nout[t], d.basis_at(t), oc, parent + old + oout, ld, out.ld, up.ld});
         for (int q = f.ptr[t]; q < f.ptr[t + 1]; ++q)
           be.push_back({kout[t], nin[f.col[q]], nout[t], d.basis_at(t), d.pair(mirror ? f.mirror[q] : q), d.pair(q), ld, ld, ld});
       }
@@ -715,7 +712,7 @@ class one_sample_set_builder {
           if (f.ptr[t] + j >= f.ptr[t + 1]) continue;
           const int q = f.ptr[t] + j, c = f.col[q], oout = (t & 1) ? kout[t - 1] : 0;
           es.push_back({kout[t], s, nin[c], d.pair(q), in.at[c] + std::int64_t(c0) * in.ld,
-                        std::int64_t(t / 2) * ups + first + oout, ld, in.ld, up.ld});
+                        std::int64_t(t / 2) * ups + old + oout, ld, in.ld, up.ld});
         }
         gemm_items(ctx_, op::none, op::none, T(-1), e.data(), in.base, T(1), to_out.data(), es);
       }
