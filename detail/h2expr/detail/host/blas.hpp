@@ -81,11 +81,15 @@ void gemm_item(op ta, op tb, int m, int n, int k, T alpha, const T* A, int lda, 
     };
     // OpenBLAS (pthreads build) runs a product above 4 * 65536 multiply-adds on its own threads. Inside
     // our parallel loops those threads would compete with the loop's for the cores (measured: 3D HGEMV
-    // with 16 vectors 104 -> 166 ms), so there a large product is issued in slices below that size.
+    // with 16 vectors 104 -> 166 ms). The batched products hold blas_one_thread over their loops, so
+    // there OpenBLAS keeps every product on the calling thread, whole; a loop that does not (or a
+    // caller's own) gets a large product issued in slices below that size (2D HGEMV's row products
+    // ran 20% slower so).
     constexpr double slice = 4.0 * 65536;
     bool sliced = false;
 #if defined(_OPENMP)
-    sliced = omp_get_num_threads() > 1 && double(m) * n * k > slice;
+    sliced = omp_get_num_threads() > 1 && double(m) * n * k > slice && openblas_get_parallel() == 1 &&
+             openblas_get_num_threads() > 1;
 #endif
     if (!sliced) {
       call(0, 0, 0, m, n, k, beta);

@@ -27,6 +27,7 @@ void bsr_gemm(context<host>&, op block_op, int rows, const int* ptr, const int* 
   auto k_in = [&](int v) { return uniform ? std::int64_t(nb) : shape.k_in[v]; };
   auto x_at = [&](int v) { return uniform ? std::int64_t(v) * nb : shape.at_in[v]; };
   auto block_at = [&](int b) { return uniform ? std::int64_t(b) * block_stride : shape.at_block[b]; };
+  const blas_one_thread one_thread(rows);  // each row's product whole, on its thread
 #pragma omp parallel
   {
     dense<T> gathered;

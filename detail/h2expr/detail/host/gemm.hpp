@@ -1,9 +1,8 @@
 #pragma once
 // Batched gemm on the host: C_i = alpha op(A_i) op(B_i) + beta C_i, one product per item (blas.hpp):
-// OpenMP over the batch, but large items one at a time, each on the BLAS's own threads. Inside a
-// parallel loop gemm_item must slice a large product into pieces that OpenBLAS keeps on one thread
-// (16 x 64 x 256), which run in its small-matrix kernels: HARA's Gram matrices of 3D near fields
-// (1830 x 64 x 2772) ran at a third of the speed so.
+// OpenMP over the batch, with OpenBLAS on the calling thread meanwhile (blas_one_thread), but large
+// items one at a time, each on the BLAS's own threads: HARA's Gram matrices of 3D near fields
+// (1830 x 64 x 2772) ran at a third of the speed on one thread each.
 #include <h2expr/detail/blas_types.hpp>
 #include <h2expr/detail/host/blas.hpp>
 #include <h2expr/detail/host/context.hpp>
@@ -22,6 +21,7 @@ void gemm_batched(context<host>&, op ta, op tb, int m, int n, int k, T alpha, co
     for (int i = 0; i < count; ++i) gemm_item(ta, tb, m, n, k, alpha, A[i], lda, B[i], ldb, beta, C[i], ldc);
     return;
   }
+  const blas_one_thread one_thread(count);
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < count; ++i) gemm_item(ta, tb, m, n, k, alpha, A[i], lda, B[i], ldb, beta, C[i], ldc);
 }
@@ -37,6 +37,7 @@ void gemm_strided_batched(context<host>&, op ta, op tb, int m, int n, int k, T a
     for (int i = 0; i < count; ++i) item(i);
     return;
   }
+  const blas_one_thread one_thread(count);
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < count; ++i) item(i);
 }
@@ -48,8 +49,11 @@ void gemm_vbatched(context<host>&, op ta, op tb, const int* m, const int* n, con
   const auto item = [&](int i) {
     gemm_item(ta, tb, m[i], n[i], k[i], alpha, A[i], lda[i], B[i], ldb[i], beta, C[i], ldc[i]);
   };
+  int small = 0;
   for (int i = 0; i < count; ++i)
     if (large_gemm_item(m[i], n[i], k[i])) item(i);
+    else ++small;
+  const blas_one_thread one_thread(small);
 #pragma omp parallel for schedule(dynamic)
   for (int i = 0; i < count; ++i)
     if (!large_gemm_item(m[i], n[i], k[i])) item(i);

@@ -72,6 +72,7 @@ void trsm_item(side s, uplo ul, op trans, diag dg, int m, int n, T alpha, const 
 template <class T>
 void trsm_batched(context<host>&, side s, uplo ul, op trans, diag dg, int m, int n, T alpha, const T* const* A,
                   int lda, T* const* B, int ldb, int count) {
+  const blas_one_thread one_thread(count);
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < count; ++i) trsm_item(s, ul, trans, dg, m, n, alpha, A[i], lda, B[i], ldb);
 }
@@ -80,6 +81,7 @@ template <class T>
 void trsm_vbatched(context<host>&, side s, uplo ul, op trans, diag dg, const int* m, const int* n, T alpha,
                    const T* const* A, const int* lda, T* const* B, const int* ldb, int count, int /*max_m*/,
                    int /*max_n*/) {
+  const blas_one_thread one_thread(count);
 #pragma omp parallel for schedule(dynamic)
   for (int i = 0; i < count; ++i) trsm_item(s, ul, trans, dg, m[i], n[i], alpha, A[i], lda[i], B[i], ldb[i]);
 }
