@@ -115,14 +115,16 @@ void gemm_item(op ta, op tb, int m, int n, int k, T alpha, const T* A, int lda, 
 
 #if defined(H2EXPR_HAS_OPENBLAS)
 // Whether the host QR of an m x n item runs in LAPACK (OpenBLAS): float and double, and, inside a
-// parallel loop, only items whose level-2 steps OpenBLAS runs on one thread (m n <= 2048 * 4, its
-// dger threshold): its threads would compete with the loop's (measured: compression's tall weight
-// stacks 4x slower). Larger items there stay with Eigen.
+// parallel loop while OpenBLAS may use its own threads (no blas_one_thread held), only items whose
+// level-2 steps OpenBLAS runs on one thread (m n <= 2048 * 4, its dger threshold): its threads would
+// compete with the loop's (measured: compression's tall weight stacks 4x slower). Larger items there
+// stay with Eigen.
 template <class T>
 bool lapack_qr(int m, int n) {
   if constexpr (!std::is_same_v<T, double> && !std::is_same_v<T, float>) return false;
 #if defined(_OPENMP)
-  if (omp_get_num_threads() > 1) return double(m) * n <= 8192;
+  if (omp_get_num_threads() > 1 && openblas_get_parallel() == 1 && openblas_get_num_threads() > 1)
+    return double(m) * n <= 8192;
 #endif
   return true;
 }

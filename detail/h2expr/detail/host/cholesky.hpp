@@ -65,12 +65,14 @@ int potrf_item(int n, T* A, int lda) {
 
 template <class T>
 void potrf_vbatched(context<host>&, const int* n, T* const* A, const int* lda, int* info, int count, int /*max_n*/) {
+  const blas_one_thread one_thread(count);  // the trailing updates' products whole, on each item's thread
 #pragma omp parallel for schedule(dynamic)
   for (int i = 0; i < count; ++i) info[i] = potrf_item(n[i], A[i], lda[i]);
 }
 
 template <class T>
 void potrf_batched(context<host>&, int n, T* const* A, int lda, int* info, int count) {
+  const blas_one_thread one_thread(count);
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < count; ++i) info[i] = potrf_item(n, A[i], lda);
 }

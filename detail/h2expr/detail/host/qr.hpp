@@ -42,6 +42,7 @@ void qr_items_host(const int* m, const int* n, T* const* A, const int* lda, T* c
   // after another, each on all threads through LAPACK: a team of Eigen QRs ran them at a third of that.
   bool large = false;
   for (int i = 0; i < count && !large; ++i) large = double(m[i]) * n[i] >= 131072;
+  const blas_one_thread one_thread(large ? 1 : count);  // then LAPACK takes every item, on its thread
 #pragma omp parallel if (!large)
   {
     std::vector<T> tau, work;  // per thread, reused across its items
