@@ -29,16 +29,34 @@ context_ptr<Space> default_context() {
   return ctx;
 }
 
-// Whether the CUDA space can run here: a translation unit that can use it, on a machine with a usable device.
-inline bool cuda_available() {
+namespace detail {
+// The CUDA space's device probe. Every translation unit that can use the space registers it (below),
+// so that cuda_available() has one definition and one answer in all translation units of a program,
+// C++ and CUDA alike: it is null where none of them can use the space. (Two bodies chosen by the
+// compiler, as before, broke the one-definition rule in a program with both kinds of unit, and the
+// linker kept either.)
+using device_probe = bool (*)();
+inline device_probe& cuda_device_probe() {
+  static device_probe probe = nullptr;
+  return probe;
+}
 #if defined(H2EXPR_CUDA_SPACE)
+inline bool cuda_has_device() {
   int count = 0;
-  bool ok = cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+  const bool ok = cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
   (void)cudaGetLastError();
   return ok;
-#else
-  return false;
+}
+inline const bool cuda_device_probe_registered = (cuda_device_probe() = &cuda_has_device, true);
 #endif
+}  // namespace detail
+
+// Whether the CUDA space can run here: the program has a translation unit that can use it (compiled by
+// nvcc, or see H2EXPR_CUDA_SPACE), and the machine a usable device. (From main on: a static
+// initializer of another translation unit may run before the probe is registered.)
+inline bool cuda_available() {
+  const detail::device_probe probe = detail::cuda_device_probe();
+  return probe != nullptr && probe();
 }
 
 }  // namespace h2expr
