@@ -131,27 +131,6 @@ struct update_level {
   std::vector<buffer<T, Space>> R;           // lc = l..L: nodes x (u[lc] x k), ld u[lc]
 };
 
-// Thin QR of `count` items (rows[i] x k at A + i stride, ld lda) in place: Q's first min(rows, k)
-// columns, the rest zero; R (p x k, ld p, rows past min(rows, k) zero) at R + i p k.
-template <class T, class Space>
-void qr_thin(const context_ptr<Space>& ctx, T* A, std::int64_t stride, int lda, const std::vector<int>& rows, int k,
-             int p, T* R) {
-  const int count = int(rows.size());
-  fill(*ctx, R, std::size_t(count) * p * k, T(0));
-  if (count == 0 || k == 0) return;
-  buffer<int, Space> M(ctx, rows), N(ctx, std::vector<int>(count, k)), LD(ctx, std::vector<int>(count, lda)),
-      LDR(ctx, std::vector<int>(count, p));
-  buffer<T*, Space> PA(ctx, std::size_t(count)), PR(ctx, std::size_t(count));
-  marshal_strided(*ctx, A, stride, count, PA.data());
-  marshal_strided(*ctx, R, std::int64_t(p) * k, count, PR.data());
-  qr_vbatched(*ctx, M.data(), N.data(), PA.data(), LD.data(), PR.data(), LDR.data(), count,
-              *std::max_element(rows.begin(), rows.end()), k);
-  std::vector<int> kept(count);
-  for (int i = 0; i < count; ++i) kept[i] = std::min(rows[i], k);
-  zero_trailing_columns<T, Space>(ctx, A, stride, lda, lda, k, kept);
-  ctx->synchronize();
-}
-
 template <class T, class Space>
 class update_builder {
  public:
@@ -179,7 +158,7 @@ class update_builder {
       }
       copy_blocks(ctx_, m_, k_, W_, wo, P, Wl.data(), lo, m_);
       out_.R[L_] = buffer<T, Space>(ctx_, std::size_t(leaves) * uL * k_);
-      qr_thin<T, Space>(ctx_, Wl.data(), std::int64_t(m_) * k_, m_, leaf_sizes_, k_, uL, out_.R[L_].data());
+      qr_strided<T, Space>(ctx_, Wl.data(), std::int64_t(m_) * k_, m_, leaf_sizes_, k_, out_.R[L_].data(), true, uL);
       out_.leaves = buffer<T, Space>(ctx_, std::size_t(leaves) * m_ * uL);
       std::vector<std::int64_t> q(leaves);
       for (int a = 0; a < leaves; ++a) q[a] = std::int64_t(a) * m_ * uL;
@@ -194,8 +173,8 @@ class update_builder {
     copy_blocks(ctx_, uc, k_, out_.R[lc + 1].data(), so, uc, S.data(), sd, 2 * uc);
     out_.R[lc + 1] = buffer<T, Space>();  // no longer needed
     out_.R[lc] = buffer<T, Space>(ctx_, std::size_t(parents) * up * k_);
-    qr_thin<T, Space>(ctx_, S.data(), std::int64_t(2) * uc * k_, 2 * uc, std::vector<int>(parents, 2 * uc), k_, up,
-                      out_.R[lc].data());
+    qr_strided<T, Space>(ctx_, S.data(), std::int64_t(2) * uc * k_, 2 * uc, std::vector<int>(parents, 2 * uc), k_,
+                         out_.R[lc].data(), true, up);
     // The transfers into level lc: the first up columns of each Q (contiguous, ld 2 uc).
     out_.transfers[lc + 1] = buffer<T, Space>(ctx_, std::size_t(parents) * 2 * uc * up);
     std::vector<std::int64_t> qo(parents), qd(parents);

@@ -46,20 +46,22 @@ void zero_trailing_columns(const context_ptr<Space>& ctx, T* base, std::int64_t 
                 (const T* const*)ptr.data(), lds.data(), T(0), ptr.data(), lds.data(), count, rows, cols, 0);
 }
 
-// Thin QR of `count` items (m[i] x n at base + i stride, ld), Q in place (unless !form_q: then the
-// items are left unspecified), R (n x n per item, zero below the diagonal and in rows past
-// min(m[i], n)) into R.
+// Thin QR of `count` items at a fixed stride (m[i] x n at base + i stride, ld; items.hpp's qr_items
+// takes offsets), Q in place (unless !form_q: then the items are left unspecified; with it, columns
+// past min(m[i], n) zero), R (ldr x n per item, ld ldr, ldr >= min(m[i], n), default n: zero below
+// the diagonal and in rows past min(m[i], n)) into R.
 template <class T, class Space>
-void qr_items(const context_ptr<Space>& ctx, T* base, std::int64_t stride, int ld, const std::vector<int>& m, int n,
-              T* R, bool form_q = true) {
+void qr_strided(const context_ptr<Space>& ctx, T* base, std::int64_t stride, int ld, const std::vector<int>& m, int n,
+              T* R, bool form_q = true, int ldr = 0) {
   const int count = int(m.size());
   if (count == 0 || n == 0) return;
-  fill(*ctx, R, std::size_t(count) * n * n, T(0));
+  if (ldr == 0) ldr = n;
+  fill(*ctx, R, std::size_t(count) * ldr * n, T(0));
   buffer<int, Space> M(ctx, m), N(ctx, std::vector<int>(count, n)), LD(ctx, std::vector<int>(count, ld)),
-      LDR(ctx, std::vector<int>(count, n));
+      LDR(ctx, std::vector<int>(count, ldr));
   buffer<T*, Space> P(ctx, std::size_t(count)), PR(ctx, std::size_t(count));
   marshal_strided(*ctx, base, stride, count, P.data());
-  marshal_strided(*ctx, R, std::int64_t(n) * n, count, PR.data());
+  marshal_strided(*ctx, R, std::int64_t(ldr) * n, count, PR.data());
   const int max_m = *std::max_element(m.begin(), m.end());
   if (!form_q) {
     qr_r_vbatched(*ctx, M.data(), N.data(), P.data(), LD.data(), PR.data(), LDR.data(), count, max_m, n);
@@ -92,7 +94,7 @@ std::vector<buffer<T, Space>> orthogonalize_basis(const context_ptr<Space>& ctx,
   for (int l = 0; l <= L; ++l) R[l] = buffer<T, Space>(ctx, (std::size_t(1) << l) * rank[l] * rank[l]);
   std::vector<int> sizes(leaves);
   for (int i = 0; i < leaves; ++i) sizes[i] = tree.size(cluster_tree::level_begin(L) + i);
-  qr_items<T, Space>(ctx, B.leaves.data(), std::int64_t(m_max) * rank[L], m_max, sizes, rank[L], R[L].data());
+  qr_strided<T, Space>(ctx, B.leaves.data(), std::int64_t(m_max) * rank[L], m_max, sizes, rank[L], R[L].data());
   if (r[L] < rank[L]) {  // the first r[L] columns of each leaf's Q
     buffer<T, Space> leaves_r(ctx, std::size_t(leaves) * m_max * r[L]);
     std::vector<std::int64_t> so(leaves), dof(leaves);
@@ -122,7 +124,7 @@ std::vector<buffer<T, Space>> orthogonalize_basis(const context_ptr<Space>& ctx,
                            std::int64_t(2) * kc * kc, B.transfers[l].data() + h * kc, 2 * kc,
                            std::int64_t(2) * kc * kp, T(0), W.data() + h * rc, 2 * rc, std::int64_t(2) * rc * kp,
                            parents);
-    qr_items<T, Space>(ctx, W.data(), std::int64_t(2) * rc * kp, 2 * rc, std::vector<int>(parents, 2 * rc), kp,
+    qr_strided<T, Space>(ctx, W.data(), std::int64_t(2) * rc * kp, 2 * rc, std::vector<int>(parents, 2 * rc), kp,
                        R[l - 1].data());
     // The new transfers: the first rp columns of Q (contiguous per parent, ld 2 rc).
     if (rp < kp) {
