@@ -26,7 +26,7 @@ TEST(errors, messages_say_what_went_wrong) {
 }
 
 TEST(errors, host_space_needs_no_gpu) {
-  // A host-only translation unit never touches CUDA.
+  // A host-only program (no translation unit that can use the CUDA space) never touches CUDA.
   EXPECT_FALSE(hx::cuda_available());
   hx::matrix<float> m = hx::matrix<float>::random(3, 3, 1);
   EXPECT_EQ(m.rows(), 3);

@@ -172,7 +172,7 @@ std::vector<buffer<T, Space>> basis_weights(h2_data<T, Space>& A, const basis_tr
       }
       if (!factored) {
         const int H = stack(false);
-        qr_strided<T, Space>(ctx, W.data(), std::int64_t(H) * k, H, m, k, out, /*form_q=*/false);
+        qr_strided<T, Space>(ctx, W.data(), std::int64_t(H) * k, H, m, k, out, k, /*form_q=*/false);
       }
       ctx->synchronize();  // the copy lists and W's next use wait for this group
     }

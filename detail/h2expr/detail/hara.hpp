@@ -158,7 +158,7 @@ class update_builder {
       }
       copy_blocks(ctx_, m_, k_, W_, wo, P, Wl.data(), lo, m_);
       out_.R[L_] = buffer<T, Space>(ctx_, std::size_t(leaves) * uL * k_);
-      qr_strided<T, Space>(ctx_, Wl.data(), std::int64_t(m_) * k_, m_, leaf_sizes_, k_, out_.R[L_].data(), true, uL);
+      qr_strided<T, Space>(ctx_, Wl.data(), std::int64_t(m_) * k_, m_, leaf_sizes_, k_, out_.R[L_].data(), uL);
       out_.leaves = buffer<T, Space>(ctx_, std::size_t(leaves) * m_ * uL);
       std::vector<std::int64_t> q(leaves);
       for (int a = 0; a < leaves; ++a) q[a] = std::int64_t(a) * m_ * uL;
@@ -174,7 +174,7 @@ class update_builder {
     out_.R[lc + 1] = buffer<T, Space>();  // no longer needed
     out_.R[lc] = buffer<T, Space>(ctx_, std::size_t(parents) * up * k_);
     qr_strided<T, Space>(ctx_, S.data(), std::int64_t(2) * uc * k_, 2 * uc, std::vector<int>(parents, 2 * uc), k_,
-                         out_.R[lc].data(), true, up);
+                         out_.R[lc].data(), up);
     // The transfers into level lc: the first up columns of each Q (contiguous, ld 2 uc).
     out_.transfers[lc + 1] = buffer<T, Space>(ctx_, std::size_t(parents) * 2 * uc * up);
     std::vector<std::int64_t> qo(parents), qd(parents);

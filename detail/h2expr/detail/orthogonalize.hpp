@@ -9,6 +9,7 @@
 #include <h2expr/detail/batched.hpp>
 #include <h2expr/detail/h2_data.hpp>
 #include <h2expr/detail/items.hpp>
+#include <h2expr/error.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -48,14 +49,14 @@ void zero_trailing_columns(const context_ptr<Space>& ctx, T* base, std::int64_t 
 
 // Thin QR of `count` items at a fixed stride (m[i] x n at base + i stride, ld; items.hpp's qr_items
 // takes offsets), Q in place (unless !form_q: then the items are left unspecified; with it, columns
-// past min(m[i], n) zero), R (ldr x n per item, ld ldr, ldr >= min(m[i], n), default n: zero below
-// the diagonal and in rows past min(m[i], n)) into R.
+// past min(m[i], n) zero), R (ldr x n per item, ld ldr >= min(m[i], n): zero below the diagonal and in
+// rows past min(m[i], n)) into R.
 template <class T, class Space>
 void qr_strided(const context_ptr<Space>& ctx, T* base, std::int64_t stride, int ld, const std::vector<int>& m, int n,
-              T* R, bool form_q = true, int ldr = 0) {
+                T* R, int ldr, bool form_q = true) {
   const int count = int(m.size());
   if (count == 0 || n == 0) return;
-  if (ldr == 0) ldr = n;
+  for (const int rows : m) require(ldr >= std::min(rows, n), "qr_strided: R's leading dimension below its rows");
   fill(*ctx, R, std::size_t(count) * ldr * n, T(0));
   buffer<int, Space> M(ctx, m), N(ctx, std::vector<int>(count, n)), LD(ctx, std::vector<int>(count, ld)),
       LDR(ctx, std::vector<int>(count, ldr));
@@ -94,7 +95,7 @@ std::vector<buffer<T, Space>> orthogonalize_basis(const context_ptr<Space>& ctx,
   for (int l = 0; l <= L; ++l) R[l] = buffer<T, Space>(ctx, (std::size_t(1) << l) * rank[l] * rank[l]);
   std::vector<int> sizes(leaves);
   for (int i = 0; i < leaves; ++i) sizes[i] = tree.size(cluster_tree::level_begin(L) + i);
-  qr_strided<T, Space>(ctx, B.leaves.data(), std::int64_t(m_max) * rank[L], m_max, sizes, rank[L], R[L].data());
+  qr_strided<T, Space>(ctx, B.leaves.data(), std::int64_t(m_max) * rank[L], m_max, sizes, rank[L], R[L].data(), rank[L]);
   if (r[L] < rank[L]) {  // the first r[L] columns of each leaf's Q
     buffer<T, Space> leaves_r(ctx, std::size_t(leaves) * m_max * r[L]);
     std::vector<std::int64_t> so(leaves), dof(leaves);
@@ -125,7 +126,7 @@ std::vector<buffer<T, Space>> orthogonalize_basis(const context_ptr<Space>& ctx,
                            std::int64_t(2) * kc * kp, T(0), W.data() + h * rc, 2 * rc, std::int64_t(2) * rc * kp,
                            parents);
     qr_strided<T, Space>(ctx, W.data(), std::int64_t(2) * rc * kp, 2 * rc, std::vector<int>(parents, 2 * rc), kp,
-                       R[l - 1].data());
+                         R[l - 1].data(), kp);
     // The new transfers: the first rp columns of Q (contiguous per parent, ld 2 rc).
     if (rp < kp) {
       buffer<T, Space> E(ctx, std::size_t(parents) * 2 * rc * rp);

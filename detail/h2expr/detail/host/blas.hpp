@@ -201,7 +201,7 @@ bool lapack_svd(int m, int n, const T* A, int lda, T* U, T* S, T* VT) {
 // (measured: a batch of 64 x 64 SVDs on 2 cores 3.4 s, 0.36 s with this); its OpenMP build already runs
 // on one thread there, and without OpenBLAS this does nothing. The thread count is global (OpenBLAS
 // 0.3.21 has no per-thread one): meanwhile other threads' OpenBLAS calls run on one thread too, and the
-// last of nested or concurrent holders restores the count.
+// last of nested or concurrent holders restores the count, unless someone else set another meanwhile.
 class blas_one_thread {
  public:
   explicit blas_one_thread([[maybe_unused]] int count) {
@@ -215,7 +215,7 @@ class blas_one_thread {
   ~blas_one_thread() {
     if (!engaged_) return;
     std::lock_guard<std::mutex> lock(state().mutex);
-    if (--state().holders == 0) set_threads(state().saved);
+    if (--state().holders == 0 && current_threads() == 1) set_threads(state().saved);
   }
   blas_one_thread(const blas_one_thread&) = delete;
   blas_one_thread& operator=(const blas_one_thread&) = delete;
@@ -228,6 +228,13 @@ class blas_one_thread {
   static shared& state() {
     static shared s;
     return s;
+  }
+  static int current_threads() {
+#if defined(H2EXPR_HAS_OPENBLAS)
+    return openblas_get_num_threads();
+#else
+    return 1;
+#endif
   }
   static int set_threads([[maybe_unused]] int n) {  // the count before
 #if defined(H2EXPR_HAS_OPENBLAS)

@@ -11,7 +11,8 @@
 
 namespace h2expr::detail {
 
-// Whether an item of m n k multiply-adds runs alone (64M: smaller ones, 2D HARA's, ran faster sliced).
+// Whether an item of m n k multiply-adds runs alone, on OpenBLAS's threads (64M: smaller ones, 2D HARA's,
+// ran faster side by side, each on one thread).
 inline bool large_gemm_item(int m, int n, int k) { return double(m) * n * k >= double(1 << 26); }
 
 template <class T>
