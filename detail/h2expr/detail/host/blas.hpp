@@ -215,7 +215,7 @@ class blas_one_thread {
   ~blas_one_thread() {
     if (!engaged_) return;
     std::lock_guard<std::mutex> lock(state().mutex);
-    if (--state().holders == 0 && current_threads() == 1) set_threads(state().saved);
+    if (--state().holders == 0) restore_threads(state().saved);
   }
   blas_one_thread(const blas_one_thread&) = delete;
   blas_one_thread& operator=(const blas_one_thread&) = delete;
@@ -229,13 +229,6 @@ class blas_one_thread {
     static shared s;
     return s;
   }
-  static int current_threads() {
-#if defined(H2EXPR_HAS_OPENBLAS)
-    return openblas_get_num_threads();
-#else
-    return 1;
-#endif
-  }
   static int set_threads([[maybe_unused]] int n) {  // the count before
 #if defined(H2EXPR_HAS_OPENBLAS)
     const int before = openblas_get_num_threads();
@@ -243,6 +236,11 @@ class blas_one_thread {
     return before;
 #else
     return n;
+#endif
+  }
+  static void restore_threads([[maybe_unused]] int saved) {  // unless someone set another count meanwhile
+#if defined(H2EXPR_HAS_OPENBLAS)
+    if (openblas_get_num_threads() == 1) openblas_set_num_threads(saved);
 #endif
   }
   bool engaged_ = false;
