@@ -4,7 +4,7 @@
 // unblocked Algorithm 2.2 at the detected rank: samples 2mn(k+r), Gram-Schmidt 2m(k+r)^2, B = M^T Q
 // 2mnk), the space's batched-gemm rate at the same sizes as the ceiling, the batched SVD of the same
 // batch and the speedup over it, and the rank overshoot over the optimal (Frobenius) rank.
-#include <h2expr/detail/block_batch.hpp>
+#include <h2expr/detail/primitives/block_batch.hpp>
 #include <h2expr/h2expr.hpp>
 
 #include <Eigen/Dense>

@@ -2,7 +2,7 @@
 // Batched primitives, timed on one space: uniform and non-uniform gemm, QR, column-pivoted QR, SVD,
 // Cholesky. Rates are nominal LAPACK flop counts over the best time; the ceiling is the rate of one
 // large dense gemm on the same space, measured here (see ceiling_gflops in the mains).
-#include <h2expr/detail/block_batch.hpp>
+#include <h2expr/detail/primitives/block_batch.hpp>
 #include <h2expr/h2expr.hpp>
 
 #include <random>

@@ -7,7 +7,7 @@
 // compressed three times: the first run (on a copy; its time is printed too) warms the space's memory,
 // the second times orthogonalize(A) and compress(A, tol) as a user calls them, the third fills the
 // report (phase times, error estimate).
-#include <h2expr/detail/compact.hpp>
+#include <h2expr/detail/h2/compact.hpp>
 #include <h2expr/h2expr.hpp>
 
 #include <algorithm>

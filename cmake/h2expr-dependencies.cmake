@@ -36,7 +36,7 @@ if(H2EXPR_USE_CHOLMOD AND NOT TARGET CHOLMOD::CHOLMOD)
   find_package(CHOLMOD QUIET)
   set(CMAKE_MODULE_PATH "${h2expr_saved_module_path}")
 endif()
-# OpenBLAS for the host's dense products (detail/host/blas.hpp): it picks its kernels for the CPU at
+# OpenBLAS for the host's dense products (detail/primitives/host/blas.hpp): it picks its kernels for the CPU at
 # run time, so a build with the default flags (no -march) still runs AVX2/AVX-512 kernels. Found
 # through its CMake config (Debian's libopenblas-dev, Fedora's openblas-devel); BSD-licensed.
 option(H2EXPR_USE_OPENBLAS "Host dense products through OpenBLAS when it is found" ${h2expr_use_openblas_default})

@@ -1,7 +1,7 @@
 #pragma once
 // Written once for any space: dense blocks of vectors, and the batched primitives that
 // every H2 algorithm of h2expr is built from, checked against Eigen on the host.
-#include <h2expr/detail/block_batch.hpp>
+#include <h2expr/detail/primitives/block_batch.hpp>
 #include <h2expr/h2expr.hpp>
 
 #include <chrono>

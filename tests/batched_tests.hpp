@@ -1,7 +1,7 @@
 #pragma once
 // The batched primitives against Eigen, written once for every (scalar, space); instantiated per space.
 // Random sizes (zero-sized items included), random entries, fresh on every run.
-#include <h2expr/detail/block_batch.hpp>
+#include <h2expr/detail/primitives/block_batch.hpp>
 
 #include <algorithm>
 #include <cmath>

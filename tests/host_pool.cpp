@@ -1,4 +1,4 @@
-// The host space's cache of large blocks (detail/host/pool.hpp): reuse, limits, release, and that
+// The host space's cache of large blocks (detail/core/host/pool.hpp): reuse, limits, release, and that
 // buffers from it behave as any other.
 #include <h2expr/compress.hpp>
 #include <h2expr/samplers/expression.hpp>

@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <vector>
 #if defined(H2EXPR_HAS_OPENBLAS)
-#include <h2expr/detail/host/blas.hpp>
+#include <h2expr/detail/primitives/host/blas.hpp>
 #endif
 
 namespace h2expr::test::reference {

@@ -2,7 +2,7 @@
 // Test helpers: the (scalar, space) configurations, dense references, and tolerances.
 #include <gtest/gtest.h>
 #include <h2expr/context.hpp>
-#include <h2expr/detail/batched.hpp>
+#include <h2expr/detail/primitives/batched.hpp>
 #include <h2expr/kernels.hpp>
 #include <h2expr/matrix.hpp>
 #include <h2expr/sampler.hpp>

@@ -7,8 +7,8 @@
 //   auto lr = batched_ara(blocks, 1e-6, {.max_rank = 64, .block_size = 32});
 //   lr.rank(i), lr.U(i), lr.V(i), lr.converged(i)
 #include <h2expr/batched_sampler.hpp>
-#include <h2expr/detail/ara.hpp>
-#include <h2expr/detail/block_batch.hpp>
+#include <h2expr/detail/randomized/ara.hpp>
+#include <h2expr/detail/primitives/block_batch.hpp>
 #include <h2expr/error.hpp>
 #include <h2expr/matrix.hpp>
 

@@ -5,7 +5,7 @@
 // transpose). The batch is offered twice: as views, for a loop over the entries, and as arrays in
 // the space's memory, for one batched kernel over all of them.
 #include <h2expr/context.hpp>
-#include <h2expr/detail/buffer.hpp>
+#include <h2expr/detail/core/buffer.hpp>
 #include <h2expr/error.hpp>
 #include <h2expr/matrix.hpp>
 #include <h2expr/view.hpp>

@@ -6,8 +6,8 @@
 //   hx::orthogonalize(A);                                   // optional: compress does it otherwise
 //   auto rep = hx::compress(A, 1e-4);
 //   auto checked = hx::compress(B, 1e-4, {.estimate_error = true});  // *checked.error_estimate
-#include <h2expr/detail/compact.hpp>
-#include <h2expr/detail/compress.hpp>
+#include <h2expr/detail/h2/compact.hpp>
+#include <h2expr/detail/h2/compress.hpp>
 #include <h2expr/h2_matrix.hpp>
 
 #include <chrono>

@@ -11,15 +11,15 @@
 // terms of a sum (K + 1e-2 * hx::identity<double>(n)), a sampler's diagonal part, are not sampled: they
 // go into P's dense diagonal leaves exactly.
 //
-// One set of samples serves every level (detail/hara_one_sample_set.hpp): about 1.5 times a near
+// One set of samples serves every level (detail/randomized/hara_one_sample_set.hpp): about 1.5 times a near
 // field's rows (the nodes of a level whose blocks with a node are not admissible) plus the ranks plus
 // converge_samples columns (and as many of M^T for a general operator), whatever n. Every structure
 // the library builds has near fields that nest so: weak (HSS-like) ones (structure::weak, the 2D
 // Schur complements), 1D, 2D and 3D kernels at any eta. For a structure whose near fields do not
-// nest, hara builds level by level from the root on the weak sampling tree (detail/hara.hpp).
-#include <h2expr/detail/add_diagonal.hpp>
-#include <h2expr/detail/hara.hpp>
-#include <h2expr/detail/hara_one_sample_set.hpp>
+// nest, hara builds level by level from the root on the weak sampling tree (detail/randomized/hara.hpp).
+#include <h2expr/detail/h2/add_diagonal.hpp>
+#include <h2expr/detail/randomized/hara.hpp>
+#include <h2expr/detail/randomized/hara_one_sample_set.hpp>
 #include <h2expr/error.hpp>
 #include <h2expr/h2_matrix.hpp>
 #include <h2expr/sampler.hpp>

@@ -19,7 +19,7 @@
 // An operator that is singular, or too badly conditioned for T, raises numerical_failure naming the
 // residual reached (a step needs a tolerance below what T resolves), as does max_iterations (steps,
 // rejected ones included) without convergence; never a silent wrong inverse.
-#include <h2expr/detail/compress.hpp>
+#include <h2expr/detail/h2/compress.hpp>
 #include <h2expr/diagonal_matrix.hpp>
 #include <h2expr/error.hpp>
 #include <h2expr/expression.hpp>

@@ -11,7 +11,7 @@
 // true residual, not the recurrence's. A solve that does not get there raises numerical_failure naming
 // the residual it reached: after max_iterations products, or where the recurrence breaks down (cg:
 // p^T A p <= 0, an operator that is not positive definite, or a singular one).
-#include <h2expr/detail/columns.hpp>
+#include <h2expr/detail/operands/columns.hpp>
 #include <h2expr/error.hpp>
 #include <h2expr/expression.hpp>
 #include <h2expr/matrix.hpp>

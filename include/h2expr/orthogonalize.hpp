@@ -1,8 +1,8 @@
 #pragma once
 // orthogonalize(A): makes the nested bases of an H2 matrix orthonormal without changing the operator
 // (to rounding), the first step of compression. Same algorithm on every space.
-#include <h2expr/detail/compact.hpp>
-#include <h2expr/detail/orthogonalize.hpp>
+#include <h2expr/detail/h2/compact.hpp>
+#include <h2expr/detail/h2/orthogonalize.hpp>
 #include <h2expr/h2_matrix.hpp>
 
 namespace h2expr {

@@ -1,6 +1,6 @@
 // Uses the installed headers: a matrix round trip, and a sparse Cholesky solve through the
 // factorization the package config found (CHOLMOD where installed), checked against Eigen.
-#include <h2expr/detail/block_batch.hpp>
+#include <h2expr/detail/primitives/block_batch.hpp>
 #include <h2expr/h2expr.hpp>
 
 #include <cstdio>

@@ -2,7 +2,7 @@
 // Instances of the H2 matrix algorithms: HGEMV (every product with vectors goes through it),
 // orthogonalize, compress and to_dense.
 #include <h2expr/compress.hpp>
-#include <h2expr/detail/hgemv.hpp>
+#include <h2expr/detail/h2/hgemv.hpp>
 #include <h2expr/h2_matrix.hpp>
 #include <h2expr/orthogonalize.hpp>
 

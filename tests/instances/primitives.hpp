@@ -1,7 +1,7 @@
 #pragma once
 // Instances of the batched dense primitives (on the host Eigen per item, on the GPU h2expr's kernels:
 // the costliest compiles of the library; the SVDs, the costliest of them, in svd.hpp).
-#include <h2expr/detail/batched.hpp>
+#include <h2expr/detail/primitives/batched.hpp>
 
 #include "instances/spaces.hpp"
 #include "instances/svd.hpp"
@@ -34,7 +34,7 @@
   kind void h2expr::detail::trsm_vbatched<T>(::h2expr::context<S>&, side, uplo, op, diag, const int*, const int*,  \
                                              T, const T* const*, const int*, T* const*, const int*, int, int, int);
 
-// The rest of the CUDA backend (detail/cuda/primitives.hpp): compiled here once, so that the C++
+// The rest of the CUDA backend (detail/primitives/cuda/primitives.hpp): compiled here once, so that the C++
 // translation units of the CUDA space (H2EXPR_CUDA_PRIMITIVES_EXTERN: the CUDA suites' drivers and the
 // algorithms' CUDA instances) link it.
 #define H2EXPR_CUDA_EVALUATE_INSTANCE(kind, T, K, D)                                                        \

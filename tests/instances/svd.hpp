@@ -1,7 +1,7 @@
 #pragma once
 // Instances of the batched SVDs (on the host Eigen's divide-and-conquer and Jacobi SVDs and the Gram
 // eigensolver in double: the costliest compiles of the library).
-#include <h2expr/detail/batched.hpp>
+#include <h2expr/detail/primitives/batched.hpp>
 
 #include "instances/spaces.hpp"
 

@@ -1,0 +1,113 @@
+#pragma once
+// The CUDA space's context: one device, one stream, the cuBLAS and cuSOLVER handles bound to that
+// stream (and a cuSPARSE one, made on first use), and a growable workspace. Everything the CUDA
+// backend does is ordered on this stream.
+// Random numbers come from cuRAND's device API (counter-based Philox) inside h2expr's fill kernels,
+// so no generator handle is needed and a fill depends only on its seed, not on launch shapes.
+#include <h2expr/detail/core/cuda/check.cuh>
+#include <h2expr/detail/core/space.hpp>
+
+#include <cstddef>
+#include <string>
+
+namespace h2expr {
+
+template <>
+class context<cuda> {
+ public:
+  // The current device of the calling thread, or `device` when given.
+  explicit context(int device = -1) {
+    int count = 0;
+    cudaError_t status = cudaGetDeviceCount(&count);
+    if (status != cudaSuccess || count == 0) {
+      (void)cudaGetLastError();
+      throw no_cuda_device(std::string("h2expr: the CUDA space needs a CUDA device, and none is usable (") +
+                           (status == cudaSuccess ? "no device found" : cudaGetErrorString(status)) + ")");
+    }
+    if (device < 0) H2EXPR_CUDA(cudaGetDevice(&device));
+    require<invalid_argument>(device < count, "CUDA device " + std::to_string(device) + " does not exist");
+    device_ = device;
+    H2EXPR_CUDA(cudaSetDevice(device_));
+    H2EXPR_CUDA(cudaGetDeviceProperties(&properties_, device_));
+    H2EXPR_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    try {
+      H2EXPR_CUBLAS(cublasCreate(&blas_));
+      H2EXPR_CUBLAS(cublasSetStream(blas_, stream_));
+      H2EXPR_CUSOLVER(cusolverDnCreate(&solver_));
+      H2EXPR_CUSOLVER(cusolverDnSetStream(solver_, stream_));
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+  context(const context&) = delete;
+  context& operator=(const context&) = delete;
+  ~context() { release(); }
+
+  int device() const { return device_; }
+  cudaStream_t stream() const { return stream_; }
+  cublasHandle_t blas() const { return blas_; }
+  cusolverDnHandle_t solver() const { return solver_; }
+  // cuSPARSE, bound to the stream; created on first use, since most work never needs it.
+  cusparseHandle_t sparse() {
+    if (!sparse_) {
+      cusparseHandle_t h = nullptr;
+      H2EXPR_CUSPARSE(cusparseCreate(&h));
+      if (cusparseStatus_t s = cusparseSetStream(h, stream_); s != CUSPARSE_STATUS_SUCCESS) {
+        (void)cusparseDestroy(h);
+        H2EXPR_CUSPARSE(s);
+      }
+      sparse_ = h;
+    }
+    return sparse_;
+  }
+  const cudaDeviceProp& properties() const { return properties_; }
+
+  // Scratch memory of at least `bytes`, valid until the next call; stream-ordered, so it may be
+  // reused by the next operation on this context's stream without a synchronization.
+  void* workspace(std::size_t bytes) {
+    if (bytes > workspace_bytes_) {
+      if (workspace_) H2EXPR_CUDA(cudaFreeAsync(workspace_, stream_));
+      workspace_ = nullptr;
+      workspace_bytes_ = 0;
+      H2EXPR_CUDA(cudaMallocAsync(&workspace_, bytes, stream_));
+      workspace_bytes_ = bytes;
+    }
+    return workspace_;
+  }
+
+  void synchronize() const { H2EXPR_CUDA(cudaStreamSynchronize(stream_)); }
+
+ private:
+  template <class E>
+  static void require(bool c, const std::string& m) {
+    detail::require<E>(c, m);
+  }
+  void release() noexcept {
+    // Destructors must not throw: statuses are ignored here on purpose.
+    if (workspace_) (void)cudaFreeAsync(workspace_, stream_);
+    if (stream_) (void)cudaStreamSynchronize(stream_);
+    if (sparse_) (void)cusparseDestroy(sparse_);
+    if (solver_) (void)cusolverDnDestroy(solver_);
+    if (blas_) (void)cublasDestroy(blas_);
+    if (stream_) (void)cudaStreamDestroy(stream_);
+    workspace_ = nullptr;
+    sparse_ = nullptr;
+    solver_ = nullptr;
+    blas_ = nullptr;
+    stream_ = nullptr;
+  }
+
+  int device_ = 0;
+  cudaDeviceProp properties_{};
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  cusolverDnHandle_t solver_ = nullptr;
+  cusparseHandle_t sparse_ = nullptr;
+  void* workspace_ = nullptr;
+  std::size_t workspace_bytes_ = 0;
+};
+
+using cuda_context = context<cuda>;
+
+}  // namespace h2expr

@@ -1,0 +1,53 @@
+#pragma once
+// Memory of the CUDA space: stream-ordered allocation (the driver's pool makes temporaries cheap)
+// and copies on the context's stream. Transfers to the host synchronize, so host data is ready.
+// Host calls only (the batched copies and element-wise kernels are in elementwise.cuh).
+#include <h2expr/detail/core/cuda/check.cuh>
+#include <h2expr/detail/core/cuda/context.cuh>
+#include <h2expr/detail/core/index.hpp>  // checked_bytes
+
+#include <cstddef>
+
+namespace h2expr::detail {
+
+template <class T>
+T* allocate(context<cuda>& c, std::size_t n) {
+  if (n == 0) return nullptr;
+  void* p = nullptr;
+  H2EXPR_CUDA(cudaMallocAsync(&p, checked_bytes<T>(n), c.stream()));
+  return static_cast<T*>(p);
+}
+template <class T>
+void deallocate(context<cuda>& c, T* p, std::size_t /*n: the host space's needs it*/ = 0) noexcept {
+  if (p) (void)cudaFreeAsync(p, c.stream());
+}
+
+template <class T>
+void copy(context<cuda>& c, const T* src, T* dst, std::size_t n) {
+  if (n) H2EXPR_CUDA(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyDeviceToDevice, c.stream()));
+}
+template <class T>
+void copy_2d(context<cuda>& c, std::size_t rows, std::size_t cols, const T* src, std::size_t lds, T* dst,
+             std::size_t ldd) {
+  if (rows == 0 || cols == 0) return;
+  H2EXPR_CUDA(cudaMemcpy2DAsync(dst, ldd * sizeof(T), src, lds * sizeof(T), rows * sizeof(T), cols,
+                                cudaMemcpyDeviceToDevice, c.stream()));
+}
+template <class T>
+void download_2d(context<cuda>& c, std::size_t rows, std::size_t cols, const T* src, std::size_t lds,
+                 T* host_dst, std::size_t ldd) {
+  if (rows == 0 || cols == 0) return;
+  H2EXPR_CUDA(cudaMemcpy2DAsync(host_dst, ldd * sizeof(T), src, lds * sizeof(T), rows * sizeof(T), cols,
+                                cudaMemcpyDeviceToHost, c.stream()));
+  c.synchronize();
+}
+template <class T>
+void upload_2d(context<cuda>& c, std::size_t rows, std::size_t cols, const T* host_src, std::size_t lds,
+               T* dst, std::size_t ldd) {
+  if (rows == 0 || cols == 0) return;
+  H2EXPR_CUDA(cudaMemcpy2DAsync(dst, ldd * sizeof(T), host_src, lds * sizeof(T), rows * sizeof(T), cols,
+                                cudaMemcpyHostToDevice, c.stream()));
+  c.synchronize();  // the host source may go away when we return
+}
+
+}  // namespace h2expr::detail

@@ -1,0 +1,31 @@
+#pragma once
+// Execution spaces. A space says where data lives and which backend runs the batched primitives.
+// Everything above the primitives is written once, templated on the space.
+#include <memory>
+#include <type_traits>
+
+namespace h2expr {
+
+// CPU: Eigen per batch item, OpenMP over the batch. Available everywhere.
+struct host {};
+// GPU: cuBLAS, cuSOLVER, cuRAND, Thrust and h2expr's own kernels. Usable in CUDA translation units
+// (compiled by nvcc, linked to h2expr::cuda; or see H2EXPR_CUDA_SPACE); the host space still runs on a machine with no GPU.
+struct cuda {};
+
+// H2EXPR_CUDA_SPACE: this translation unit can use the CUDA space. A CUDA translation unit can; so can a
+// C++ one that defines H2EXPR_CUDA_PRIMITIVES_EXTERN and links the CUDA primitives compiled by nvcc in
+// another (see detail/primitives/cuda/primitives.hpp).
+#if defined(__CUDACC__) || defined(H2EXPR_CUDA_PRIMITIVES_EXTERN)
+#define H2EXPR_CUDA_SPACE 1
+#endif
+
+template <class Space>
+inline constexpr bool is_space_v = std::is_same_v<Space, host> || std::is_same_v<Space, cuda>;
+
+// Per-space state: handles, stream and workspace (see context.hpp). Shared by the objects that use it.
+template <class Space>
+class context;
+template <class Space>
+using context_ptr = std::shared_ptr<context<Space>>;
+
+}  // namespace h2expr

@@ -1,0 +1,175 @@
+#pragma once
+// HGEMV: Y = op(A) X for a block of vectors, written once for every space (section 4 of the H2 GPU
+// paper). Each phase is one batched call per level, on layouts that need no per-call marshaling:
+//   gather X into padded tree order -> upsweep (leaves, then transfers level by level) ->
+//   coupling (block-sparse rows per level) -> downsweep -> leaves -> dense leaves -> scatter to Y.
+// op(A) = A^T swaps the bases and reads the blocks by columns, transposed. Per-node ranks (compact
+// bases) run the same phases: variable-size batches (items.hpp) and block-sparse products told every
+// node's size (bsr_shape.hpp).
+#include <h2expr/detail/primitives/batched.hpp>
+#include <h2expr/detail/h2/h2_data.hpp>
+#include <h2expr/detail/primitives/items.hpp>
+#include <h2expr/detail/core/view.hpp>
+
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <vector>
+
+namespace h2expr::detail {
+
+// Seconds per phase, for benchmarks (the paper's Figure 7). Timing synchronizes between phases.
+struct hgemv_phases {
+  double gather = 0, upsweep = 0, coupling = 0, downsweep = 0, leaves = 0, dense = 0, scatter = 0;
+  double total() const { return gather + upsweep + coupling + downsweep + leaves + dense + scatter; }
+};
+
+// Y = alpha op(A) X + beta Y (beta == 0 does not read Y): expressions sum products into one buffer.
+template <class T, class Space>
+void hgemv(const h2_data<T, Space>& A, op trans, T alpha, const_view<T, Space> X, T beta, view<T, Space> Y,
+           hgemv_phases* phases = nullptr) {
+  auto& ctx = *A.ctx;
+  auto last = std::chrono::steady_clock::now();
+  auto mark = [&](double hgemv_phases::*slot) {
+    if (!phases) return;
+    ctx.synchronize();
+    const auto now = std::chrono::steady_clock::now();
+    phases->*slot += std::chrono::duration<double>(now - last).count();
+    last = now;
+  };
+  require(X.cols() <= INT_MAX, "H2 product: more than 2^31 - 1 vectors");
+  const int L = A.depth(), m = A.m_max, nv = int(X.cols());
+  const int leaves = 1 << L;
+  const std::int64_t np = std::int64_t(leaves) * m;
+  const basis_tree<T, Space>& in = trans == op::none ? *A.col_basis : *A.row_basis;
+  const basis_tree<T, Space>& out = trans == op::none ? *A.row_basis : *A.col_basis;
+  const basis_layout li = in.layout(A.rank), lo = out.layout(A.rank);
+  const auto& arrays = *A.arrays;
+  if (nv == 0) return;
+
+  buffer<T, Space> Xp(A.ctx, std::size_t(np) * nv), Yp(A.ctx, std::size_t(np) * nv);
+  gather_rows(ctx, arrays.padded_to_user.data(), np, X.data(), X.ld(), Xp.data(), np, nv);
+  mark(&hgemv_phases::gather);
+
+  // x_hat[l], y_hat[l]: the coefficients of every node of level l, stacked: total(l) x nv (node t at
+  // rows at(l, t)). One allocation for all of them: a product is a few dozen launches, and
+  // allocations would add as many.
+  std::vector<std::size_t> xo(L + 2, 0), yo(L + 2, 0);
+  for (int l = 0; l <= L; ++l) {
+    xo[l + 1] = xo[l] + std::size_t(li.total(l)) * nv;
+    yo[l + 1] = yo[l] + std::size_t(lo.total(l)) * nv;
+  }
+  buffer<T, Space> coefficients(A.ctx, xo[L + 1] + yo[L + 1]);
+  std::vector<T*> xh(L + 1), yh(L + 1);
+  for (int l = 0; l <= L; ++l) {
+    xh[l] = coefficients.data() + xo[l];
+    yh[l] = coefficients.data() + xo[L + 1] + yo[l];
+  }
+  // Levels above the coarsest one with coupling blocks carry nothing: the sweeps stop there.
+  int top = L;
+  for (int l = 0; l <= L; ++l)
+    if (arrays.coupling_blocks[l] > 0) {
+      top = l;
+      break;
+    }
+  // One item per node (or parent) of a level: a strided batch when the level's ranks are uniform.
+  std::vector<item_gemm> items;
+
+  // Upsweep: x_hat = V_leaf^T X at the leaves, then x_hat(parent) = [E_c1; E_c2]^T x_hat(children).
+  const int ldxL = int(li.total(L));
+  for (int t = 0; t < leaves; ++t)
+    items.push_back({li.k(L, t), nv, m, m * li.at(L, t), std::int64_t(t) * m, li.at(L, t), m, int(np), ldxL});
+  if (A.rank[L] > 0) gemm_items(A.ctx, op::transpose, op::none, T(1), in.leaves.data(), Xp.data(), T(0), xh[L], items);
+  for (int l = L; l > top; --l) {
+    if (A.rank[l - 1] == 0) continue;
+    items.clear();
+    for (int j = 0; j < 1 << (l - 1); ++j)  // k = 0 (childless ranks) writes zeros
+      items.push_back({li.k(l - 1, j), nv, li.stack(l, j), li.transfer(l, j), li.at(l, 2 * j), li.at(l - 1, j),
+                       std::max(li.stack(l, j), 1), int(li.total(l)), int(li.total(l - 1))});
+    gemm_items(A.ctx, op::transpose, op::none, T(1), in.transfers[l].data(), xh[l], T(0), xh[l - 1], items);
+  }
+  mark(&hgemv_phases::upsweep);
+
+  // Coupling: y_hat(t) = sum_s S_ts x_hat(s) per level (or S_st^T x_hat(s) for A^T), one block-sparse
+  // product per level. Levels of per-node ranks give the product their sizes and offsets, all levels'
+  // in one upload: output nodes from the out basis, input nodes from the in basis, blocks packed in
+  // row order.
+  const basis_layout& lr = trans == op::none ? lo : li;
+  const basis_layout& lc = trans == op::none ? li : lo;
+  std::vector<std::int64_t> shapes;
+  std::vector<std::size_t> shape_at(L + 1, 0);
+  for (int l = top; l <= L; ++l) {
+    if (A.rank[l] == 0 || (lo.uniform_rank(l) == A.rank[l] && li.uniform_rank(l) == A.rank[l])) continue;
+    shape_at[l] = shapes.size();
+    for (const basis_layout* b : {&lo, &li}) {
+      for (int t = 0; t < 1 << l; ++t) shapes.push_back(b->k(l, t));
+      shapes.insert(shapes.end(), b->start[l].begin(), b->start[l].end() - 1);
+    }
+    const auto co = A.coupling_offsets(l, lr, lc);
+    shapes.insert(shapes.end(), co.begin(), co.end());
+  }
+  const buffer<std::int64_t, Space> shapes_in_space(A.ctx, shapes);
+  for (int l = top; l <= L; ++l) {
+    const int k = A.rank[l];
+    if (k == 0) continue;
+    const auto& lv = arrays.coupling[l];
+    const std::int64_t ldx = li.total(l), ldy = lo.total(l);
+    bsr_shape shape;
+    if (lo.uniform_rank(l) != k || li.uniform_rank(l) != k) {
+      const std::int64_t* p = shapes_in_space.data() + shape_at[l];
+      const std::int64_t nodes = std::int64_t(1) << l;
+      shape = {p, p + nodes, p + 2 * nodes, p + 3 * nodes, p + 4 * nodes};
+    }
+    if (trans == op::none)
+      bsr_gemm(ctx, op::none, 1 << l, lv.row_ptr.data(), lv.col.data(), static_cast<const int*>(nullptr),
+               A.coupling[l].data(), k, k, std::int64_t(k) * k, xh[l], ldx, yh[l], ldy, nv, T(0), shape);
+    else
+      bsr_gemm(ctx, op::transpose, 1 << l, lv.col_ptr.data(), lv.row_of.data(), lv.block_of.data(),
+               A.coupling[l].data(), k, k, std::int64_t(k) * k, xh[l], ldx, yh[l], ldy, nv, T(0), shape);
+  }
+
+  mark(&hgemv_phases::coupling);
+
+  // Downsweep: y_hat(children) += [E_c1; E_c2] y_hat(parent).
+  for (int l = top + 1; l <= L; ++l) {
+    if (A.rank[l] == 0 || A.rank[l - 1] == 0) continue;
+    items.clear();
+    for (int j = 0; j < 1 << (l - 1); ++j)
+      items.push_back({lo.stack(l, j), nv, lo.k(l - 1, j), lo.transfer(l, j), lo.at(l - 1, j), lo.at(l, 2 * j),
+                       std::max(lo.stack(l, j), 1), int(lo.total(l - 1)), int(lo.total(l))});
+    gemm_items(A.ctx, op::none, op::none, T(1), out.transfers[l].data(), yh[l - 1], T(1), yh[l], items);
+  }
+
+  mark(&hgemv_phases::downsweep);
+
+  // Leaves: Y = U_leaf y_hat (a rank-0 leaf writes zeros), then the dense leaves add their part.
+  if (A.rank[L] > 0) {
+    items.clear();
+    for (int t = 0; t < leaves; ++t)
+      items.push_back({m, nv, lo.k(L, t), m * lo.at(L, t), lo.at(L, t), std::int64_t(t) * m, m, int(lo.total(L)), int(np)});
+    gemm_items(A.ctx, op::none, op::none, T(1), out.leaves.data(), yh[L], T(0), Yp.data(), items);
+  }
+  mark(&hgemv_phases::leaves);
+  const T leaves_written = A.rank[L] > 0 ? T(1) : T(0);
+  const auto& dn = arrays.dense;
+  if (trans == op::none)
+    bsr_gemm(ctx, op::none, leaves, dn.row_ptr.data(), dn.col.data(), static_cast<const int*>(nullptr), A.dense.data(),
+             m, m, std::int64_t(m) * m, Xp.data(), np, Yp.data(), np, nv, leaves_written);
+  else
+    bsr_gemm(ctx, op::transpose, leaves, dn.col_ptr.data(), dn.row_of.data(), dn.block_of.data(), A.dense.data(), m, m,
+             std::int64_t(m) * m, Xp.data(), np, Yp.data(), np, nv, leaves_written);
+
+  mark(&hgemv_phases::dense);
+
+  scatter_rows(ctx, arrays.padded_to_user.data(), np, Yp.data(), np, Y.data(), Y.ld(), nv, alpha, beta);
+  mark(&hgemv_phases::scatter);
+}
+
+// Y = op(A) X.
+template <class T, class Space>
+void hgemv(const h2_data<T, Space>& A, op trans, const_view<T, Space> X, view<T, Space> Y,
+           hgemv_phases* phases = nullptr) {
+  hgemv(A, trans, T(1), X, T(0), Y, phases);
+}
+
+}  // namespace h2expr::detail

@@ -1,0 +1,876 @@
+#pragma once
+// HARA from one set of samples (Levitt and Martinsson, "Linear-complexity black-box randomized
+// compression of rank-structured matrices", SISC 2024, there for weak structures; here for any
+// structure whose near fields nest). One Gaussian block Omega of s columns, Y = M Omega (with Psi,
+// Z = M^T Psi for a general operator), serves every level: samples no longer add up level by level,
+// and s is about a node's near field's rows plus the ranks, independent of n. From the leaves up, for
+// each node t with N(t) its near field (the nodes of its level whose blocks with t are not admissible,
+// t among them) and (Omega_N, Y_t) the samples of those rows (a leaf's rows; above, the children's
+// compressed samples):
+//   1. Q = orth(Omega_N^T). Y_t (I - Q Q^T) = M(t, far) Omega(far) (I - Q Q^T) samples t's far field with
+//      Gaussian columns and never sees its near blocks: U_t is its leading left singular vectors, each
+//      truncation measured on held-out columns; V_t likewise from (Psi, Z).
+//   2. G = Y_t Omega_N^+ = M(t, N) + M(t, far) Omega(far) Omega_N^+, whose leak lies in range(U_t) (H,
+//      from Z, leaks into range(V_s)), so per near pair D_ts = (I - U U^T) G_ts + U U^T ((I - V V^T) H_st)^T
+//      = M(t, s) - U_t U_t^T M(t, s) V_s V_s^T up to the truncations.
+//   3. Omega^_t = V^T Omega_t, Y^_t = U^T (Y_t - sum_s D_ts Omega_s) (Psi^, Z^ likewise): samples of the
+//      compressed matrix U^T M V, which the parents stack. At the root, D = Y Omega^+.
+// Then top-down every near pair's core C (its block of the compressed matrix, in the bases) splits
+// into its children's blocks: D + E C F^T is the coupling block of an admissible child pair and the
+// core of a near one; a dense leaf is D + U C V^T. The bases come out orthonormal and nested, each node
+// at its own rank. Every node needs s above its near rows by p (p = converge_samples) + block_size / 2
+// and, beyond 64 rows, by half the excess (needs(): keeps Omega_N well conditioned, so that its Gram
+// matrix's Cholesky factor replaces a QR, and the leak through Omega_N^+ small) and by its rank: s
+// starts at what the leaves need and grows to what the first short level asks for (block_size more
+// when a node's rank did not fit), sampling only the new columns;
+// levels already built keep their bases and near blocks and only compress the new columns upward.
+#include <h2expr/detail/randomized/hara.hpp>
+#include <h2expr/detail/primitives/items.hpp>
+
+#include <numeric>
+#include <unordered_map>
+#include <type_traits>
+
+namespace h2expr::detail {
+
+// The near field of every node of a level, in CSR form: the partners (the node among them) whose block
+// is not admissible at this level; mirror[e]: the index of pair e's transpose (the relation is
+// symmetric: rows and columns share the tree).
+struct near_field {
+  std::vector<int> ptr, col, mirror;
+  int pairs() const { return int(col.size()); }
+  int find(int t, int s) const {
+    for (int e = ptr[t]; e < ptr[t + 1]; ++e)
+      if (col[e] == s) return e;
+    return -1;
+  }
+};
+
+// near[l], l = 0..depth: the children of the parent's near field less the level's admissible blocks
+// (the root is its own near field); at the leaves, the dense blocks in their order. Empty when the
+// blocks do not nest so (not for the structures built here).
+inline std::vector<near_field> near_fields(const matrix_tree& mt) {
+  const int L = mt.depth();
+  std::vector<near_field> nf(std::size_t(L) + 1);
+  nf[0].ptr = {0, 1}, nf[0].col = {0};
+  for (int l = 1; l <= L; ++l) {
+    const auto& lv = mt.coupling[l];
+    auto& f = nf[l];
+    const int nodes = 1 << l;
+    f.ptr.assign(1, 0);
+    for (int t = 0; t < nodes; ++t) {
+      const auto& up = nf[l - 1];
+      for (int e = up.ptr[t / 2]; e < up.ptr[t / 2 + 1]; ++e)
+        for (int c = 2 * up.col[e]; c < 2 * up.col[e] + 2; ++c) {
+          const bool admissible = std::find(lv.col.begin() + lv.row_ptr[t], lv.col.begin() + lv.row_ptr[t + 1], c) !=
+                                  lv.col.begin() + lv.row_ptr[t + 1];
+          if (!admissible) f.col.push_back(c);
+        }
+      f.ptr.push_back(int(f.col.size()));
+    }
+  }
+  // The leaves' near field must be the dense blocks (then it takes their order).
+  auto& leaves = nf[L];
+  const auto& dn = mt.dense;
+  for (int a = 0; a < (1 << L); ++a) {
+    std::vector<int> x(leaves.col.begin() + leaves.ptr[a], leaves.col.begin() + leaves.ptr[a + 1]),
+        y(dn.col.begin() + dn.row_ptr[a], dn.col.begin() + dn.row_ptr[a + 1]);
+    std::sort(x.begin(), x.end()), std::sort(y.begin(), y.end());
+    if (x != y) return {};
+  }
+  leaves.ptr.assign(dn.row_ptr.begin(), dn.row_ptr.end()), leaves.col.assign(dn.col.begin(), dn.col.end());
+  for (auto& f : nf) {
+    f.mirror.assign(f.col.size(), -1);
+    for (int t = 0; t + 1 < int(f.ptr.size()); ++t)
+      for (int e = f.ptr[t]; e < f.ptr[t + 1]; ++e)
+        if ((f.mirror[e] = f.find(f.col[e], t)) < 0) return {};
+  }
+  return nf;
+}
+
+// The most nodes in any node's near field, over all levels.
+inline int largest_near_field(const std::vector<near_field>& near) {
+  int most = 0;
+  for (const auto& f : near)
+    for (int t = 0; t + 1 < int(f.ptr.size()); ++t) most = std::max(most, f.ptr[t + 1] - f.ptr[t]);
+  return most;
+}
+
+template <class T, class Space>
+class one_sample_set_builder {
+ public:
+  one_sample_set_builder(const sampler<T, Space>& M, const ::h2expr::structure<T>& S, hara_parameters p,
+                    std::vector<near_field> near)
+      : M_(M), ctx_(M.context_ptr()), S_(S), p_(p), sym_(M.symmetric()), H_(zero_h2<T, Space>(ctx_, S, sym_)),
+        near_(std::move(near)) {
+    const auto& tree = S.row_tree();
+    L_ = S.depth(), n_ = S.rows(), m_ = std::max(tree.max_leaf_size, 1), np_ = std::int64_t(m_) << L_;
+    leaf_.resize(std::size_t(1) << L_);
+    for (int t = 0; t < int(leaf_.size()); ++t) leaf_[t] = tree.size(cluster_tree::level_begin(L_) + t);
+    cap_ = p.max_rank > 0 ? p.max_rank : 512;
+  }
+
+  h2_data<T, Space> run(std::vector<hara_level_report>& report, std::ostream* log) {
+    const auto t0 = clock::now();
+    double sampling = 0;
+    int s = m_ + p_.converge_samples + (p_.block_size + 1) / 2;
+    for (int a = 0; a < (1 << L_); ++a)  // the leaves' near field, at least
+      s = std::max(s, needs(near_rows_of_leaf(a)));
+    for (int round = 0;; ++round) {
+      const auto ts = clock::now();
+      sample(s, round);
+      sampling += since(ts);
+      const int need = build();
+      if (need == 0) break;
+      s = std::max(need, s + p_.block_size);
+    }
+    for (auto* b : {&omega_, &y_, &psi_, &z_}) *b = buffer<T, Space>();  // read no more
+    report.assign(levels_.begin() + 1, levels_.end());
+    hara_level_report total;
+    total.level = L_ + 1;
+    total.blocks = near_[L_].pairs();
+    total.samples = sym_ ? s_ : 2 * s_;
+    total.seconds_sampling = sampling;
+    auto H = assemble();
+    total.seconds_ara = since(t0) - sampling;  // what no level's share holds: the assembly
+    for (const auto& r : report) total.seconds_ara -= r.seconds_ara;
+    // One recompression with the other half of the error budget: the truncations above are each
+    // node's alone, blind to what its ancestors' couplings weigh in its rows; this one ranks every node
+    // by its weights (in the tests a 2D kernel's level-3 rank was 35 without it, 6 with compress()).
+    const auto tc = clock::now();
+    pad(H);
+    double harmonic = 0;  // keep_frobenius_share lets level l discard budget / l
+    for (int l = 1; l <= L_; ++l) harmonic += 1.0 / l;
+    const double e = 0.5 * p_.tol * norm_;
+    const auto kept = recompress(H, keep_frobenius_share{e * e / harmonic / (weights_from_rows_alone(H) ? 2 : 1)},
+                                 &total.compression);
+    compact(H, kept.rows, kept.cols);
+    ranks_ = H.rank;
+    total.seconds_compress = since(tc);
+    total.ranks_after = ranks_;
+    for (auto& r : report) r.ranks_after = ranks_;
+    report.push_back(total);
+    if (log) {
+      *log << "hara: one sample set of " << s_ << " columns" << (sym_ ? "" : " (and as many of M^T)") << std::endl;
+      for (const auto& r : report) print_hara_level(log, r, L_);
+    }
+    return H;
+  }
+  double norm_estimate() const { return norm_; }
+
+ private:
+  using clock = std::chrono::steady_clock;
+  static double since(clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); }
+
+  // The samples a node with nin near-field rows needs before its rank shows: nin, beyond 64 rows half
+  // the excess again, and block_size / 2 + p. Its near blocks come from Y Omega_N^+, which carries the
+  // far field's truncation tail times ||Omega_N^+||_F^2 = nin / (s - nin - 1) (a Gaussian's), and its
+  // Gram matrix squares Omega_N's condition number: both stay small (below 3, about 100) for any nin.
+  // With a fixed surplus (the paper's count) the top levels' tails leaked 80-fold (nin = 800), their
+  // ranks grew, and so did their parents' needs; a surplus of nin / 2 everywhere cost the weak
+  // structures of Schur complements a third more samples.
+  int needs(int nin) const { return nin + std::max(0, nin / 2 - 32) + p_.converge_samples + (p_.block_size + 1) / 2; }
+  // A node's projections go on with half needs()'s surplus over its near rows; a short node asks for
+  // all of it (0: enough).
+  int short_of(int nin) const { return s_ < nin + (needs(nin) - nin + 1) / 2 ? needs(nin) : 0; }
+  int near_rows_of_leaf(int a) const {
+    int r = 0;
+    for (int e = near_[L_].ptr[a]; e < near_[L_].ptr[a + 1]; ++e) r += leaf_[near_[L_].col[e]];
+    return r;
+  }
+
+  // Node t's block of a level's panel: base + at[t], leading dimension ld.
+  struct panel {
+    T* base = nullptr;
+    std::vector<std::int64_t> at;
+    int ld = 1;
+  };
+  // One level's nodes: rows on the row side (Y, Psi: the children's row ranks, or the leaf) and on the
+  // column side (Omega, Z), the ranks found, the bases U (first ku columns of u) and V; per near pair
+  // (t, s) the block D (ld x ld each) and where s's rows sit in t's stacked near field (offr: columns
+  // of Omega, offc: of Psi), whose widths are wr and wc.
+  struct level_data {
+    std::vector<int> nr, nc, ku, kv, wr, wc;
+    std::vector<int> offr, offc;
+    int ld = 1, nearw = 1;  // per-node blocks: ld x s (u, v, samples), ld x nearw (G, H); pairs: ld x ld
+    buffer<T, Space> om, y, ps, z, u, v, d;
+    int first = 0;  // the first sample column that om, y, ps and z hold (a finished level: the new ones)
+    int p = 0;  // held-out columns of the basis samples
+    std::int64_t pair(int e) const { return std::int64_t(e) * ld * ld; }
+    std::int64_t row_block(int t) const { return std::int64_t(t) * ld * nearw; }
+    int width() const { return ld + p; }  // of a node's basis samples W = Y P (at most its rows + p)
+    std::int64_t basis_stride() const { return std::int64_t(ld) * width(); }
+    std::int64_t basis_at(int t) const { return t * basis_stride(); }
+  };
+
+  // Columns s_ .. s - 1 of Omega, Y (and Psi, Z), in padded tree order, at column - base_ of the
+  // panels. Until the leaves are built the earlier columns are kept, and the panels grow to twice what
+  // is asked, so that a round or two more need no copy (room never written costs no memory: its pages
+  // are faulted in when written); once the leaves are built only new columns are read, so the panels
+  // hold those alone (release_samples).
+  void sample(int s, int round) {
+    auto& c = *ctx_;
+    const int w = s - s_;
+    if (s - base_ > room_) {
+      room_ = base_ > 0 ? s - base_ : 2 * s;
+      auto grow = [&](buffer<T, Space>& b) {
+        buffer<T, Space> g(ctx_, std::size_t(np_) * room_);
+        if (s_ > base_) copy(c, b.data(), g.data(), std::size_t(np_) * (s_ - base_));
+        b = std::move(g);
+      };
+      grow(omega_), grow(y_);
+      if (!sym_) grow(psi_), grow(z_);
+    }
+    const int* map = H_.arrays->padded_to_user.data();
+    // At most `chunk` columns per product: the operator's own temporaries (an expression's
+    // intermediate products, HGEMV's padded copies) scale with the columns it is given; whole sample
+    // sets of 3D structures (2,754 columns at n = 64,000) put them at 1.4 GB each.
+    constexpr int chunk = 256;
+    auto draw = [&](buffer<T, Space>& in, buffer<T, Space>& out, bool transpose, std::uint64_t seed) {
+      for (int j = 0; j < w; j += chunk) {
+        const int cols = std::min(chunk, w - j);
+        auto X = matrix<T, Space>::random(n_, cols, splitmix64(seed + std::uint64_t(j)), ctx_);
+        auto Y = matrix<T, Space>::uninitialized(n_, cols, ctx_);
+        // M's exact diagonal part is not sampled (hara() adds it to the result), but it counts in
+        // ||M||_F, which the tolerance is relative to.
+        if (transpose) M_.apply_transpose_off_diagonal(X.view(), Y.view());
+        else M_.apply_off_diagonal(X.view(), Y.view());
+        double sum = 0;
+        if (const auto* d = M_.diagonal()) {
+          auto Yd = matrix<T, Space>(Y.view(), ctx_);
+          axpby_2d(c, std::size_t(n_), std::size_t(cols), T(1), X.data(), std::size_t(n_), T(1), Yd.data(), std::size_t(n_),
+                   d->data());
+          sum = sum_of_squares(c, Yd.data(), std::size_t(n_) * cols);
+        } else {
+          sum = sum_of_squares(c, Y.data(), std::size_t(n_) * cols);
+        }
+        require<non_finite_value>(std::isfinite(sum), "hara: the operator's products are not finite");
+        energy_ += sum, columns_ += cols;
+        const std::size_t at = std::size_t(np_) * (s_ + j - base_);
+        gather_rows(c, map, np_, X.data(), n_, in.data() + at, np_, cols);
+        gather_rows(c, map, np_, Y.data(), n_, out.data() + at, np_, cols);
+        c.synchronize();
+      }
+    };
+    const std::uint64_t seed = splitmix64(p_.seed + 0x9e3779b97f4a7c15ull * std::uint64_t(round + 1));
+    draw(omega_, y_, false, seed);
+    if (!sym_) draw(psi_, z_, true, splitmix64(seed ^ 0x5851f42d4c957f2dull));
+    prev_ = s_, s_ = s;
+    norm_ = std::sqrt(energy_ / std::max(columns_, 1));
+  }
+
+  // Where each near partner's rows sit in a node's stacked near field, for both sides.
+  void near_layout(int l) {
+    auto& d = lv_[l];
+    const auto& f = near_[l];
+    const int nodes = 1 << l;
+    d.wr.assign(nodes, 0), d.wc.assign(nodes, 0), d.offr.assign(f.pairs(), 0), d.offc.assign(f.pairs(), 0);
+    d.nearw = 1;
+    for (int t = 0; t < nodes; ++t) {
+      for (int e = f.ptr[t]; e < f.ptr[t + 1]; ++e)
+        d.offr[e] = d.wr[t], d.wr[t] += d.nc[f.col[e]], d.offc[e] = d.wc[t], d.wc[t] += d.nr[f.col[e]];
+      d.nearw = std::max({d.nearw, d.wr[t], d.wc[t]});
+    }
+  }
+
+  // The bottom-up pass on the current samples: 0 when every node had enough of them, else the sample
+  // count the first short level asks for. Levels that an earlier round finished keep their bases and
+  // near blocks (functions of the samples they saw; new Gaussian columns are independent of them):
+  // they only compress the new columns for their parents.
+  int build() {
+    if (lv_.empty()) {
+      lv_.resize(std::size_t(L_) + 1);
+      levels_.assign(std::size_t(L_) + 1, hara_level_report{});
+      lv_[L_].nr = lv_[L_].nc = leaf_;
+      lv_[L_].ld = m_;
+      done_ = L_ + 1;
+    }
+    for (int l = L_; l >= 1; --l) {
+      const auto t0 = clock::now();
+      const int need = l >= done_ ? (compress_samples(l, prev_), 0) : level(l);
+      levels_[l].seconds_ara += since(t0);
+      if (need) return need;
+      done_ = std::min(done_, l);
+      release_samples(l);
+    }
+    return root();
+  }
+
+  // A finished level's samples are read no more: its parent's compressed samples hold what the levels
+  // above need, and a later round brings it new columns alone (compress_samples). Released at once, so
+  // that at most two levels' samples are alive (3D, s = 4,024: 8.4 GB of panels over all levels). The
+  // root, rebuilt from all columns in every round, keeps its own (one node's).
+  void release_samples(int l) {
+    if (l == L_) {
+      for (auto* b : {&omega_, &y_, &psi_, &z_}) *b = buffer<T, Space>();
+      base_ = s_, room_ = 0;
+    } else {
+      for (auto* b : {&lv_[l].om, &lv_[l].y, &lv_[l].ps, &lv_[l].z}) *b = buffer<T, Space>();
+    }
+  }
+
+  panel samples(int l, bool omega_side, bool transpose_side) {
+    const auto& d = lv_[l];
+    const int nodes = 1 << l;
+    panel p;
+    p.at.resize(nodes);
+    if (l == L_) {
+      const buffer<T, Space>& b = transpose_side ? (omega_side ? psi_ : z_) : (omega_side ? omega_ : y_);
+      p.base = const_cast<T*>(b.data()), p.ld = int(np_);
+      for (int t = 0; t < nodes; ++t) p.at[t] = std::int64_t(t) * m_ - std::int64_t(base_) * np_;  // + column * np_
+    } else {
+      const buffer<T, Space>& b = transpose_side ? (omega_side ? d.ps : d.z) : (omega_side ? d.om : d.y);
+      p.base = const_cast<T*>(b.data()), p.ld = d.ld;
+      for (int t = 0; t < nodes; ++t) p.at[t] = (std::int64_t(t) * (s_ - d.first) - d.first) * d.ld;  // + column * ld
+    }
+    return p;
+  }
+
+  // For each node t, with Omega_N its near field's rows of `om` stacked (rows[c] rows of partner c, at
+  // `off` of the pair) and K = Omega_N Omega_N^T = L L^T (nin x nin, L its Cholesky factor): G = Y Omega_N^+
+  // = (Y Omega_N^T) K^{-1} (nout x nin at g + row_block(t)) and, when `basis` is given, the samples
+  // W = Y P of an orthonormal P (s x w) in the null space of Omega_N (basis_samples). K's blocks are
+  // products Omega_a Omega_b^T of two partners' samples, which neighbouring nodes share (in 3D a pair
+  // sits in about four near fields): each is formed once (for as many nodes as 512 MB of them serve),
+  // and Omega_N is never copied. K squares Omega_N's condition number, which the surplus of s over nin
+  // keeps small (needs(): a Gaussian's, about 10 at most); then every step is a product or a triangular
+  // solve. Nodes go in batches that bound the scratch.
+  void project(int l, int which, const level_data& d, const panel& om, const std::vector<int>& rows,
+               const std::vector<int>& off, const std::vector<int>& nin, const panel& y, const std::vector<int>& nout,
+               buffer<T, Space>& g, buffer<T, Space>* basis, std::vector<double>* check) {
+    const auto& f = near_[l];
+    const int nodes = int(nin.size()), ld = d.ld, nw = d.nearw, s = s_, wd = d.width();
+    const std::int64_t gs = std::int64_t(nw) * nw, ps = std::int64_t(ld) * ld;
+    g = buffer<T, Space>(ctx_, std::size_t(nodes) * ld * nw);
+    fill(*ctx_, g.data(), g.size(), T(0));
+    test_matrix r;
+    if (basis) {
+      *basis = buffer<T, Space>(ctx_, std::size_t(nodes) * d.basis_stride());
+      fill(*ctx_, basis->data(), basis->size(), T(0));
+      check->assign(std::size_t(nodes) * (ld + 1), 0.0);
+      r = draw_test_matrix(l, which, d, om, rows);
+    }
+    const std::size_t per_node = std::size_t(gs) + (basis ? 2 * std::size_t(nw) * wd + std::size_t(wd) * wd : 0);
+    const int batch = int(std::clamp<std::size_t>((std::size_t(256) << 20) / sizeof(T) / per_node, 1, nodes));
+    const std::size_t pair_budget = (std::size_t(512) << 20) / sizeof(T) / std::size_t(ps);
+    const auto key = [nodes](int a, int b) { return std::int64_t(std::max(a, b)) * nodes + std::min(a, b); };
+    std::unordered_map<std::int64_t, std::int64_t> slot;  // pair (a >= b) -> its block Omega_a Omega_b^T
+    for (int u0 = 0, u1 = 0; u0 < nodes; u0 = u1) {
+      // Nodes u0..u1 while their pair blocks fit (one node at least); then their K's in batches.
+      slot.clear();
+      std::vector<item_gemm> pairs;
+      for (u1 = u0; u1 < nodes; ++u1) {
+        std::vector<std::int64_t> fresh;
+        for (int e1 = f.ptr[u1]; e1 < f.ptr[u1 + 1]; ++e1)
+          for (int e2 = f.ptr[u1]; e2 <= e1; ++e2) {
+            const std::int64_t k = key(f.col[e1], f.col[e2]);
+            if (!slot.count(k) && std::find(fresh.begin(), fresh.end(), k) == fresh.end()) fresh.push_back(k);
+          }
+        if (u1 > u0 && slot.size() + fresh.size() > pair_budget) break;
+        for (const std::int64_t k : fresh) {
+          const int a = int(k / nodes), b = int(k % nodes);
+          const std::int64_t at = std::int64_t(slot.size()) * ps;
+          slot.emplace(k, at);
+          pairs.push_back({rows[a], rows[b], s, om.at[a], om.at[b], at, om.ld, om.ld, ld});
+        }
+      }
+      buffer<T, Space> pb(ctx_, slot.size() * std::size_t(ps));
+      gemm_items(ctx_, op::none, op::transpose, T(1), om.base, om.base, T(0), pb.data(), pairs);
+      for (int t0 = u0; t0 < u1; t0 += batch) {
+        const int t1 = std::min(u1, t0 + batch), cnt = t1 - t0;
+        buffer<T, Space> a(ctx_, std::size_t(cnt) * gs);
+        std::vector<item_copy> kn, kt;
+        std::vector<item_gemm> yq;
+        std::vector<item_trsm> solve;
+        std::vector<int> an;
+        std::vector<std::int64_t> ao;
+        for (int t = t0; t < t1; ++t) {
+          const std::int64_t at = (t - t0) * gs;
+          for (int e1 = f.ptr[t]; e1 < f.ptr[t + 1]; ++e1) {
+            const int c1 = f.col[e1];
+            for (int e2 = f.ptr[t]; e2 <= e1; ++e2) {  // K's lower block triangle (off grows with e)
+              const int c2 = f.col[e2];
+              (c1 >= c2 ? kn : kt)
+                  .push_back({rows[c1], rows[c2], slot.at(key(c1, c2)), at + off[e1] + std::int64_t(off[e2]) * nw, ld, nw});
+            }
+            yq.push_back({nout[t], rows[c1], s, y.at[t], om.at[c1], d.row_block(t) + std::int64_t(off[e1]) * ld, y.ld, om.ld, ld});
+          }
+          if (nin[t] > 0) an.push_back(nin[t]), ao.push_back(at);
+          solve.push_back({nout[t], nin[t], at, d.row_block(t), nw, ld});
+        }
+        copy_items(ctx_, pb.data(), a.data(), kn);
+        copy_items(ctx_, pb.data(), a.data(), kt, op::transpose);
+        const int bad = potrf_items(ctx_, a.data(), ao, an, nw);
+        if (bad >= 0)
+          throw numerical_failure("h2expr: hara: level " + std::to_string(l) + ": the samples of a near field (" +
+                                  std::to_string(an[bad]) + " rows) are numerically dependent");
+        gemm_items(ctx_, op::none, op::transpose, T(1), y.base, om.base, T(0), g.data(), yq);  // Y Omega_N^T
+        trsm_items(ctx_, side::right, uplo::lower, op::transpose, diag::non_unit, T(1), a.data(), g.data(), solve);
+        trsm_items(ctx_, side::right, uplo::lower, op::none, diag::non_unit, T(1), a.data(), g.data(), solve);
+        if (basis) basis_samples(l, d, r, a, g, t0, t1, rows, off, nin, y, nout, *basis, *check);
+      }
+    }
+  }
+
+  // One test matrix R for every node of a level (s x w, w the level's widest basis sample: the
+  // orthonormal factor of a Gaussian's QR), with each node's rows of the samples times it, Omega_c R: a
+  // node's test columns are P' = (I - Omega_N^T K^{-1} Omega_N) R, R's part in the null space of Omega_N,
+  // and from Omega_c R no s x w matrix per node is formed. (A node's held-out estimates need its R
+  // independent of its own samples, not of the other nodes'.)
+  struct test_matrix {
+    buffer<T, Space> r, rows, unit;  // R; Omega_c R (ld x w per node); (1 + delta) I, w x w
+    int w = 0;
+  };
+  test_matrix draw_test_matrix(int l, int which, const level_data& d, const panel& om, const std::vector<int>& rows) {
+    const int nodes = 1 << l, ld = d.ld, s = s_, wd = std::min(d.width(), s);
+    test_matrix m{buffer<T, Space>(ctx_, std::size_t(s) * wd), buffer<T, Space>(ctx_, std::size_t(nodes) * ld * wd), {}, wd};
+    fill_random(*ctx_, distribution::normal, s, wd, m.r.data(), s,
+                splitmix64(p_.seed ^ (0x6a09e667f3bcc909ull * std::uint64_t(1 + l + 64 * which + 256 * s))));
+    buffer<T, Space> f(ctx_, std::size_t(wd) * wd);
+    qr_items(ctx_, m.r.data(), {0}, {s}, {wd}, s, f.data(), {0}, wd);
+    std::vector<item_gemm> items;
+    for (int c = 0; c < nodes; ++c) items.push_back({rows[c], wd, s, om.at[c], 0, std::int64_t(c) * ld * wd, om.ld, s, ld});
+    gemm_items(ctx_, op::none, op::none, T(1), om.base, m.r.data(), T(0), m.rows.data(), items);
+    // P'^T P' = I - X^T X has rounding of about cond(K) eps; the shift keeps its Cholesky factorization
+    // defined where P' is nearly rank deficient (w close to s - nin), at the cost of shrinking such a
+    // column slightly (its basis is no worse; its held-out estimate a little low, with small probability).
+    std::vector<T> unit(std::size_t(wd) * wd, T(0));
+    for (int j = 0; j < wd; ++j) unit[std::size_t(j) * (wd + 1)] = T(1) + T(1024) * std::numeric_limits<T>::epsilon();
+    m.unit = buffer<T, Space>(ctx_, unit);
+    return m;
+  }
+
+  // W = Y P for nodes t0..t1 with P = P' C^{-T}, P' = (I - Omega_N^T K^{-1} Omega_N) R and C C^T = P'^T P'
+  // = I - X^T X, X = L^{-1} Omega_N R: Y P' = Y R - G Omega_N R, so W is products and solves of
+  // w-column blocks alone. Then the SVD of its first w - p columns in place and the held-out
+  // estimates of every truncation from the last p.
+  void basis_samples(int l, const level_data& d, const test_matrix& r, const buffer<T, Space>& a,
+                     const buffer<T, Space>& g, int t0, int t1, const std::vector<int>& rows, const std::vector<int>& off,
+                     const std::vector<int>& nin, const panel& y, const std::vector<int>& nout,
+                     buffer<T, Space>& basis, std::vector<double>& check) {
+    const auto& f = near_[l];
+    const int cnt = t1 - t0, ld = d.ld, s = s_, p = p_.converge_samples, wd = d.width(), nw = d.nearw;
+    const std::int64_t gs = std::int64_t(nw) * nw, ss = std::int64_t(nw) * wd, cw = std::int64_t(wd) * wd;
+    buffer<T, Space> S(ctx_, std::size_t(cnt) * ss), X(ctx_, std::size_t(cnt) * ss), C(ctx_, std::size_t(cnt) * cw);
+    std::vector<int> w(cnt), cn;
+    std::vector<std::int64_t> co;
+    std::vector<item_copy> stack, rtr;
+    std::vector<item_gemm> xx, yr, gsw;
+    std::vector<item_trsm> lx, wc;
+    for (int t = t0; t < t1; ++t) {
+      const int i = t - t0;
+      w[i] = nout[t] > 0 ? std::min(s - nin[t], nout[t] + p) : 0;
+      if (w[i] <= 0) continue;
+      for (int e = f.ptr[t]; e < f.ptr[t + 1]; ++e)
+        stack.push_back({rows[f.col[e]], w[i], std::int64_t(f.col[e]) * ld * r.w, i * ss + off[e], ld, nw});
+      lx.push_back({nin[t], w[i], i * gs, i * ss, nw, nw});
+      rtr.push_back({w[i], w[i], 0, i * cw, r.w, wd});
+      xx.push_back({w[i], w[i], nin[t], i * ss, i * ss, i * cw, nw, nw, wd});
+      cn.push_back(w[i]), co.push_back(i * cw);
+      yr.push_back({nout[t], w[i], s, y.at[t], 0, d.basis_at(t), y.ld, s, ld});
+      gsw.push_back({nout[t], w[i], nin[t], d.row_block(t), i * ss, d.basis_at(t), ld, nw, ld});
+      wc.push_back({nout[t], w[i], i * cw, d.basis_at(t), wd, ld});
+    }
+    copy_items(ctx_, r.rows.data(), S.data(), stack);  // Omega_N R, and a copy of it that L^{-1} overwrites
+    copy_items(ctx_, r.rows.data(), X.data(), stack);
+    trsm_items(ctx_, side::left, uplo::lower, op::none, diag::non_unit, T(1), a.data(), X.data(), lx);
+    copy_items(ctx_, r.unit.data(), C.data(), rtr);
+    gemm_items(ctx_, op::transpose, op::none, T(-1), X.data(), X.data(), T(1), C.data(), xx);  // P'^T P'
+    const int bad = potrf_items(ctx_, C.data(), co, cn, wd);
+    if (bad >= 0)
+      throw numerical_failure("h2expr: hara: level " + std::to_string(l) + ": the test columns of a node's far field (" +
+                              std::to_string(cn[bad]) + ") are numerically dependent");
+    gemm_items(ctx_, op::none, op::none, T(1), y.base, r.r.data(), T(0), basis.data(), yr);   // Y R
+    gemm_items(ctx_, op::none, op::none, T(-1), g.data(), S.data(), T(1), basis.data(), gsw);  // - G Omega_N R
+    trsm_items(ctx_, side::right, uplo::lower, op::transpose, diag::non_unit, T(1), C.data(), basis.data(), wc);
+
+    // Left singular vectors of W1 (nout x (w - p)) in place.
+    std::vector<int> sm, sn, sld;
+    std::vector<std::int64_t> so, sv;
+    buffer<T, Space> sigma(ctx_, std::size_t(cnt) * ld);
+    for (int t = t0; t < t1; ++t)
+      if (w[t - t0] > p)
+        sm.push_back(nout[t]), sn.push_back(w[t - t0] - p), sld.push_back(ld), so.push_back(d.basis_at(t)),
+            sv.push_back(std::int64_t(t - t0) * ld);
+    if (!so.empty()) {
+      const int k = int(so.size());
+      buffer<int, Space> sz(ctx_, concatenate<int>({sm, sn, sld}));
+      auto pa = pointers(ctx_, basis.data(), so), pss = pointers(ctx_, sigma.data(), sv);
+      svd_vbatched(*ctx_, sz.data(), sz.data() + k, pa.data(), sz.data() + 2 * k, pss.data(), (T* const*)nullptr,
+                   (const int*)nullptr, k, *std::max_element(sm.begin(), sm.end()),
+                   *std::max_element(sn.begin(), sn.end()));
+      ctx_->synchronize();
+    }
+    // C = U^T W2 (u x p, ld ld), then W2 := W2 - U C and its Gram matrix (p x p, ld p): the error of
+    // every truncation k <= u is a sum of squares, ||W2 - U C||^2 + sum_{i > k} ||C(i, :)||^2, with no
+    // difference of large numbers (in float that difference alone would exceed the budget).
+    const int cs = ld + p;
+    buffer<T, Space> c(ctx_, std::size_t(cnt) * cs * p);
+    fill(*ctx_, c.data(), c.size(), T(0));
+    std::vector<item_gemm> uw, rw, ww;
+    for (int t = t0; t < t1; ++t) {
+      const int i = t - t0;
+      if (w[i] <= p) continue;
+      const int u = std::min(nout[t], w[i] - p);
+      const std::int64_t w2 = d.basis_at(t) + std::int64_t(w[i] - p) * ld, ct = std::int64_t(i) * cs * p;
+      uw.push_back({u, p, nout[t], d.basis_at(t), w2, ct, ld, ld, ld});
+      rw.push_back({nout[t], p, u, d.basis_at(t), ct, w2, ld, ld, ld});
+      ww.push_back({p, p, nout[t], w2, w2, ct + std::int64_t(ld) * p, ld, ld, p});
+    }
+    gemm_items(ctx_, op::transpose, op::none, T(1), basis.data(), basis.data(), T(0), c.data(), uw);
+    gemm_items(ctx_, op::none, op::none, T(-1), basis.data(), c.data(), T(1), basis.data(), rw);
+    gemm_items(ctx_, op::transpose, op::none, T(1), basis.data(), basis.data(), T(0), c.data(), ww);
+    const auto ch = c.to_host();
+    // check[t * (ld + 1) + k]: the held-out estimate of ||(I - U_k U_k^T) M(t, far)||_F^2, k = 0..ld.
+    for (int t = t0; t < t1; ++t) {
+      const int i = t - t0;
+      if (w[i] <= p) continue;
+      const T* ct = ch.data() + std::size_t(i) * cs * p;
+      double rest = 0;
+      for (int j = 0; j < p; ++j) rest += double(ct[std::size_t(ld) * p + j * p + j]);
+      const int u = std::min(nout[t], w[i] - p);
+      double* e = check.data() + std::size_t(t) * (ld + 1);
+      for (int k = ld; k >= 0; --k) {
+        e[k] = rest / p;
+        if (k >= 1 && k <= u)
+          for (int j = 0; j < p; ++j) rest += double(ct[std::size_t(j) * ld + k - 1]) * double(ct[std::size_t(j) * ld + k - 1]);
+      }
+    }
+  }
+
+  // Node ranks: the smallest k whose held-out error fits the node's share of the budget, less what
+  // the same tail leaks through Omega_N^+ into D (E ||Omega_N^+||_F^2 = n_in / (s - n_in - 1)). Returns
+  // the sample count the level needs when some node found no such k (0 when none).
+  int ranks(int l, const std::vector<double>& check, const std::vector<int>& nin, const std::vector<int>& nout,
+            std::vector<int>& k) {
+    const int nodes = int(nin.size()), ld = lv_[l].ld, p = p_.converge_samples;
+    int live = 0;
+    for (int t = 0; t < nodes; ++t) live += nout[t] > 0;
+    // Level l's share halves from each level to the next one down: what a node's truncation discards
+    // reappears in its parent's samples as noise (columns of Omega that V^T does not see), and a
+    // parent with no more share than that noise chases it with rank (equal shares doubled the top
+    // ranks; quarters sampled more, with no fewer ranks).
+    const double e = 0.5 * p_.tol * norm_, rho = 0.5;
+    const double shares = (1 - std::pow(rho, L_)) / (1 - rho);
+    const double allowed = e * e / 2 * std::pow(rho, l - 1) / shares / std::max(live, 1);
+    k.assign(nodes, 0);
+    int need = 0;
+    for (int t = 0; t < nodes; ++t) {
+      if (nout[t] == 0) continue;
+      const int w = std::min(s_ - nin[t], nout[t] + p), usable = std::min(nout[t], w - p);
+      const double budget = allowed / (1 + double(nin[t]) / std::max(s_ - nin[t] - 1, 1));
+      const double* err = check.data() + std::size_t(t) * (ld + 1);
+      int keep = 0;
+      while (keep < usable && err[keep] > budget) ++keep;
+      if (err[keep] > budget && keep < nout[t]) {  // the samples cannot show a basis good enough
+        need = std::max(need, s_ + p_.block_size);
+        continue;
+      }
+      if (keep > cap_)
+        throw rank_cap_reached("h2expr: hara: level " + std::to_string(l) + ": node " + std::to_string(t) +
+                               " needs rank " + std::to_string(keep) + " > max_rank " + std::to_string(cap_) +
+                               " for tol = " + std::to_string(p_.tol) + "; raise hara_options::max_rank");
+      k[t] = keep;
+    }
+    return need;
+  }
+
+  // Level l's bases and near blocks D; the compressed samples of level l - 1. Returns what ranks()
+  // returns.
+  int level(int l) {
+    auto& d = lv_[l];
+    const auto& f = near_[l];
+    d.p = p_.converge_samples;
+    for (int t = 0; t < (1 << l); ++t) d.ld = std::max({d.ld, d.nr[t], d.nc[t]});
+    near_layout(l);
+    const int nodes = 1 << l, ld = d.ld;
+    int more = 0;
+    for (int t = 0; t < nodes; ++t) more = std::max(more, short_of(std::max(d.wr[t], d.wc[t])));
+    if (more) return more;
+    buffer<T, Space> g, h;
+    std::vector<double> su, sv;
+    project(l, 0, d, samples(l, true, false), d.nc, d.offr, d.wr, samples(l, false, false), d.nr, g, &d.u, &su);
+    int need = ranks(l, su, d.wr, d.nr, d.ku);
+    if (!sym_) {
+      project(l, 1, d, samples(l, true, true), d.nr, d.offc, d.wc, samples(l, false, true), d.nc, h, &d.v, &sv);
+      need = std::max(need, ranks(l, sv, d.wc, d.nc, d.kv));
+    } else {
+      d.kv = d.ku;
+    }
+    auto& rep = levels_[l];
+    rep.level = l, rep.blocks = nodes;
+    rep.rank_min = *std::min_element(d.ku.begin(), d.ku.end());
+    rep.rank_max = *std::max_element(d.ku.begin(), d.ku.end());
+    rep.rank_avg = std::accumulate(d.ku.begin(), d.ku.end(), 0.0) / nodes;
+    if (need) return need;
+    const T* u = d.u.data();
+    const T* v = sym_ ? d.u.data() : d.v.data();
+    const T* hh = sym_ ? g.data() : h.data();
+    const std::vector<int>& hoff = sym_ ? d.offr : d.offc;
+    // Per near pair (t, s): D = G_ts + U_t E, E = U_t^T H_st^T - U_t^T G_ts - (U_t^T H_st^T V_s) V_s^T.
+    const int pairs = f.pairs();
+    buffer<T, Space> e(ctx_, std::size_t(pairs) * ld * ld), x(ctx_, std::size_t(pairs) * ld * ld);
+    d.d = buffer<T, Space>(ctx_, std::size_t(pairs) * ld * ld);
+    fill(*ctx_, d.d.data(), d.d.size(), T(0));
+    std::vector<item_gemm> e1, x1, e2, e3, d1;
+    std::vector<item_copy> dg;
+    for (int t = 0; t < nodes; ++t)
+      for (int q = f.ptr[t]; q < f.ptr[t + 1]; ++q) {
+        const int c = f.col[q], nr = d.nr[t], nc = d.nc[c], ku = d.ku[t], kv = d.kv[c];
+        const std::int64_t b = d.pair(q), ut = d.basis_at(t), vc = d.basis_at(c);
+        const std::int64_t gts = d.row_block(t) + std::int64_t(d.offr[q]) * ld;
+        const std::int64_t hst = d.row_block(c) + std::int64_t(hoff[f.mirror[q]]) * ld;
+        e1.push_back({ku, nc, nr, ut, hst, b, ld, ld, ld});
+        x1.push_back({ku, kv, nc, b, vc, b, ld, ld, ld});
+        e2.push_back({ku, nc, nr, ut, gts, b, ld, ld, ld});
+        e3.push_back({ku, nc, kv, b, vc, b, ld, ld, ld});
+        dg.push_back({nr, nc, gts, b, ld, ld});
+        d1.push_back({nr, nc, ku, ut, b, b, ld, ld, ld});
+      }
+    gemm_items(ctx_, op::transpose, op::transpose, T(1), u, hh, T(0), e.data(), e1);  // U^T H^T
+    gemm_items(ctx_, op::none, op::none, T(1), e.data(), v, T(0), x.data(), x1);      // (U^T H^T) V
+    gemm_items(ctx_, op::transpose, op::none, T(-1), u, g.data(), T(1), e.data(), e2);
+    gemm_items(ctx_, op::none, op::transpose, T(-1), x.data(), v, T(1), e.data(), e3);
+    copy_items(ctx_, g.data(), d.d.data(), dg);
+    gemm_items(ctx_, op::none, op::none, T(1), u, e.data(), T(1), d.d.data(), d1);
+    for (auto* b : {&g, &h, &e, &x}) *b = buffer<T, Space>();  // before the parents' samples take their room
+    if (sym_) symmetrize(l);
+    compress_samples(l, 0);
+    return 0;
+  }
+
+  // D_ts := (D_ts + D_st^T) / 2 for a symmetric operator: its H2 matrix is then exactly symmetric.
+  void symmetrize(int l) {
+    auto& d = lv_[l];
+    const auto& f = near_[l];
+    const int ld = d.ld;
+    buffer<T, Space> tr(ctx_, d.d.size());
+    fill(*ctx_, tr.data(), tr.size(), T(0));
+    std::vector<item_copy> items;
+    for (int t = 0; t + 1 < int(f.ptr.size()); ++t)
+      for (int q = f.ptr[t]; q < f.ptr[t + 1]; ++q)
+        items.push_back({d.nr[t], d.nc[f.col[q]], d.pair(f.mirror[q]), d.pair(q), ld, ld});
+    copy_items(ctx_, d.d.data(), tr.data(), items, op::transpose);
+    axpby_2d(*ctx_, d.d.size(), 1, T(0.5), tr.data(), d.d.size(), T(0.5), d.d.data(), d.d.size());
+  }
+
+  // The parent level's samples: Omega^ = V^T Omega, Y^ = U^T (Y - sum_s D_ts Omega_s) (and Psi^ =
+  // U^T Psi, Z^ = V^T (Z - sum_t D_ts^T Psi_t)), each child's rows after its sibling's; columns c0 ..
+  // s_ - 1. A parent level still to be built keeps its first c0 columns before them; a finished one
+  // holds the new columns alone.
+  void compress_samples(int l, int c0) {
+    auto& d = lv_[l];
+    auto& up = lv_[l - 1];
+    const auto& f = near_[l];
+    const int nodes = 1 << l, s = s_ - c0, ld = d.ld;
+    up.nr.assign(nodes / 2, 0), up.nc.assign(nodes / 2, 0);
+    for (int t = 0; t < nodes; ++t) up.nr[t / 2] += d.ku[t], up.nc[t / 2] += d.kv[t];
+    up.ld = 1;
+    for (int j = 0; j < nodes / 2; ++j) up.ld = std::max({up.ld, up.nr[j], up.nc[j]});
+    up.first = l - 1 >= done_ ? c0 : 0;
+    // ups: a parent's block; old: the elements of its columns before c0 that it keeps.
+    const std::int64_t ups = std::int64_t(s_ - up.first) * up.ld, old = std::int64_t(c0 - up.first) * up.ld;
+    auto alloc = [&](buffer<T, Space>& b) {
+      buffer<T, Space> g(ctx_, std::size_t(nodes / 2) * ups);
+      fill(*ctx_, g.data(), g.size(), T(0));
+      if (old > 0) {  // each parent's old block (up.ld x c0, contiguous) starts its new one
+        std::vector<item_copy> keep;
+        for (int j = 0; j < nodes / 2; ++j) keep.push_back({up.ld, c0, j * old, j * ups, up.ld, up.ld});
+        copy_items(ctx_, b.data(), g.data(), keep);
+      }
+      b = std::move(g);
+    };
+    alloc(up.om), alloc(up.y);
+    if (!sym_) alloc(up.ps), alloc(up.z);
+    const T* u = d.u.data();
+    const T* v = sym_ ? d.u.data() : d.v.data();
+    int most = 0;
+    for (int t = 0; t < nodes; ++t) most = std::max(most, f.ptr[t + 1] - f.ptr[t]);
+    buffer<T, Space> e(ctx_, std::size_t(f.pairs()) * ld * ld);
+    // One side: out^ = B^T out - sum_s (B^T op(D)) in_s into the parent's blocks: the near blocks are
+    // projected first (k x ld each), so the products with the samples have k rows, not ld; the sum
+    // goes one near partner at a time (each writes every node's block once).
+    auto side = [&](const panel& in, const panel& out, const std::vector<int>& nin, const std::vector<int>& nout,
+                    const T* bin, const std::vector<int>& kin, const T* bout, const std::vector<int>& kout, bool mirror,
+                    buffer<T, Space>& to_in, buffer<T, Space>& to_out) {
+      std::vector<item_gemm> hin, hout, be;
+      for (int t = 0; t < nodes; ++t) {
+        const std::int64_t parent = std::int64_t(t / 2) * ups;
+        const int oin = (t & 1) ? kin[t - 1] : 0, oout = (t & 1) ? kout[t - 1] : 0;
+        const std::int64_t ic = in.at[t] + std::int64_t(c0) * in.ld, oc = out.at[t] + std::int64_t(c0) * out.ld;
+        hin.push_back({kin[t], s, nin[t], d.basis_at(t), ic, parent + old + oin, ld, in.ld, up.ld});
+        hout.push_back({kout[t], s, nout[t], d.basis_at(t), oc, parent + old + oout, ld, out.ld, up.ld});
+        for (int q = f.ptr[t]; q < f.ptr[t + 1]; ++q)
+          be.push_back({kout[t], nin[f.col[q]], nout[t], d.basis_at(t), d.pair(mirror ? f.mirror[q] : q), d.pair(q), ld, ld, ld});
+      }
+      gemm_items(ctx_, op::transpose, op::none, T(1), bin, in.base, T(0), to_in.data(), hin);
+      gemm_items(ctx_, op::transpose, op::none, T(1), bout, out.base, T(0), to_out.data(), hout);
+      gemm_items(ctx_, op::transpose, mirror ? op::transpose : op::none, T(1), bout, d.d.data(), T(0), e.data(), be);
+      for (int j = 0; j < most; ++j) {
+        std::vector<item_gemm> es;
+        for (int t = 0; t < nodes; ++t) {
+          if (f.ptr[t] + j >= f.ptr[t + 1]) continue;
+          const int q = f.ptr[t] + j, c = f.col[q], oout = (t & 1) ? kout[t - 1] : 0;
+          es.push_back({kout[t], s, nin[c], d.pair(q), in.at[c] + std::int64_t(c0) * in.ld,
+                        std::int64_t(t / 2) * ups + old + oout, ld, in.ld, up.ld});
+        }
+        gemm_items(ctx_, op::none, op::none, T(-1), e.data(), in.base, T(1), to_out.data(), es);
+      }
+    };
+    side(samples(l, true, false), samples(l, false, false), d.nc, d.nr, v, d.kv, u, d.ku, false, up.om, up.y);
+    if (!sym_)
+      side(samples(l, true, true), samples(l, false, true), d.nr, d.nc, u, d.ku, v, d.kv, true, up.ps, up.z);
+  }
+
+  // The root's D = Y Omega^+ (the compressed matrix of the two top nodes, whole).
+  int root() {
+    auto& d = lv_[0];
+    d.ld = std::max({1, d.nr[0], d.nc[0]});
+    near_layout(0);
+    if (const int more = short_of(d.nc[0])) return more;
+    buffer<T, Space> g;
+    project(0, 0, d, samples(0, true, false), d.nc, d.offr, d.wr, samples(0, false, false), d.nr, g, nullptr, nullptr);
+    d.d = std::move(g);  // node 0's block is pair 0's (nearw == nc[0] columns of ld rows)
+    if (sym_) symmetrize(0);
+    return 0;
+  }
+
+  // The H2 matrix: bases from U and V; top-down, every near pair's core C (its block of the compressed
+  // matrix one level up, in the bases) splits into its children's blocks: D + E C F^T gives the coupling
+  // blocks of the admissible children and the cores of the near ones; dense leaves are D + U C V^T.
+  h2_data<T, Space> assemble() {
+    h2_data<T, Space>& H = H_;
+    std::vector<std::vector<int>> ku(L_ + 1), kv(L_ + 1);
+    ku[0] = kv[0] = {0};
+    ranks_.assign(std::size_t(L_) + 1, 0);
+    for (int l = 1; l <= L_; ++l) {
+      ku[l] = lv_[l].ku, kv[l] = lv_[l].kv;
+      for (int t = 0; t < (1 << l); ++t) ranks_[l] = std::max({ranks_[l], ku[l][t], kv[l][t]});
+    }
+    H.rank = ranks_;
+    const auto rows = make_basis_layout(ku, ranks_), cols = make_basis_layout(kv, ranks_);
+    auto basis = [&](const std::vector<std::vector<int>>& k, const basis_layout& lay, bool col) {
+      auto B = std::make_shared<basis_tree<T, Space>>();
+      B->node_rank = k, B->orthonormal = true;
+      B->leaves = buffer<T, Space>(ctx_, std::size_t(m_) * lay.total(L_));
+      fill(*ctx_, B->leaves.data(), B->leaves.size(), T(0));
+      std::vector<item_copy> items;
+      const auto& d = lv_[L_];
+      for (int t = 0; t < (1 << L_); ++t)
+        items.push_back({d.nr[t], k[L_][t], d.basis_at(t), std::int64_t(m_) * lay.at(L_, t), d.ld, m_});
+      copy_items(ctx_, (col ? d.v : d.u).data(), B->leaves.data(), items);
+      B->transfers.resize(std::size_t(L_) + 1);
+      for (int l = 1; l <= L_; ++l) {
+        B->transfers[l] = buffer<T, Space>(ctx_, std::size_t(lay.transfers[l].back()));
+        items.clear();
+        const auto& pd = lv_[l - 1];
+        if (l > 1)
+          for (int j = 0; j < (1 << (l - 1)); ++j)
+            items.push_back({lay.stack(l, j), k[l - 1][j], pd.basis_at(j), lay.transfer(l, j), pd.ld,
+                             std::max(lay.stack(l, j), 1)});
+        if (l > 1) copy_items(ctx_, (col ? pd.v : pd.u).data(), B->transfers[l].data(), items);
+      }
+      return B;
+    };
+    H.row_basis = basis(ku, rows, false);
+    H.col_basis = sym_ ? H.row_basis : basis(kv, cols, true);
+
+    std::vector<buffer<T, Space>> C(std::size_t(L_) + 1);  // per near pair of a level, ku x kv, ld of the level
+    for (int l = 1; l <= L_; ++l) {
+      const auto& d = lv_[l];
+      const auto& pd = lv_[l - 1];
+      const auto& pf = near_[l - 1];
+      const auto& f = near_[l];
+      const auto& adm = S_.blocks().coupling[l];
+      C[l] = buffer<T, Space>(ctx_, std::size_t(f.pairs()) * d.ld * d.ld);
+      fill(*ctx_, C[l].data(), C[l].size(), T(0));
+      const auto off = H.coupling_offsets(l, rows, cols);
+      H.coupling[l] = buffer<T, Space>(ctx_, std::size_t(off.back()));
+      fill(*ctx_, H.coupling[l].data(), H.coupling[l].size(), T(0));
+      // Per parent pair (j, i) and row child a: E_a C_ji (ku(a) x kv(i)); then per child pair (a, b)
+      // its block of D_ji plus that times F_b^T, into the coupling block or the core.
+      const std::int64_t ecs = std::int64_t(d.ld) * pd.ld;
+      buffer<T, Space> ec(ctx_, std::size_t(2) * pf.pairs() * ecs);
+      std::vector<item_gemm> g1, gc, gs;
+      std::vector<item_copy> cc, cs;
+      const T* pu = l > 1 ? pd.u.data() : nullptr;
+      const T* pv = l > 1 ? (sym_ ? pd.u.data() : pd.v.data()) : nullptr;
+      for (int j = 0; j < (1 << (l - 1)); ++j)
+        for (int q = pf.ptr[j]; q < pf.ptr[j + 1]; ++q) {
+          const int i = pf.col[q];
+          for (int ha = 0; ha < 2; ++ha) {
+            const int a = 2 * j + ha, ro = ha ? d.ku[a - 1] : 0;
+            const std::int64_t et = (std::int64_t(q) * 2 + ha) * ecs;
+            if (l > 1) g1.push_back({d.ku[a], pd.kv[i], pd.ku[j], pd.basis_at(j) + ro, pd.pair(q), et, pd.ld, pd.ld, d.ld});
+            for (int hb = 0; hb < 2; ++hb) {
+              const int b = 2 * i + hb, co = hb ? d.kv[b - 1] : 0;
+              const std::int64_t src = pd.pair(q) + ro + std::int64_t(co) * pd.ld;
+              std::int64_t dst;
+              int ldd;
+              bool coupling;
+              const int blk = int(std::find(adm.col.begin() + adm.row_ptr[a], adm.col.begin() + adm.row_ptr[a + 1], b) -
+                                  adm.col.begin());
+              if (blk < adm.row_ptr[a + 1]) coupling = true, dst = off[blk], ldd = std::max(d.ku[a], 1);
+              else {
+                const int e = f.find(a, b);
+                if (e < 0) throw invalid_argument("hara: a block of the structure is neither admissible nor near");
+                coupling = false, dst = d.pair(e), ldd = d.ld;
+              }
+              (coupling ? cs : cc).push_back({d.ku[a], d.kv[b], src, dst, pd.ld, ldd});
+              if (l > 1)
+                (coupling ? gs : gc).push_back({d.ku[a], d.kv[b], pd.kv[i], et, pd.basis_at(i) + co, dst, d.ld, pd.ld, ldd});
+            }
+          }
+        }
+      copy_items(ctx_, pd.d.data(), C[l].data(), cc);
+      copy_items(ctx_, pd.d.data(), H.coupling[l].data(), cs);
+      if (l > 1) {
+        gemm_items(ctx_, op::none, op::none, T(1), pu, C[l - 1].data(), T(0), ec.data(), g1);
+        gemm_items(ctx_, op::none, op::transpose, T(1), ec.data(), pv, T(1), C[l].data(), gc);
+        gemm_items(ctx_, op::none, op::transpose, T(1), ec.data(), pv, T(1), H.coupling[l].data(), gs);
+      }
+    }
+    // Dense leaves (the leaves' near pairs, in the dense blocks' order): D + U C V^T.
+    const auto& d = lv_[L_];
+    const auto& f = near_[L_];
+    buffer<T, Space> uc(ctx_, std::size_t(f.pairs()) * d.ld * d.ld);
+    std::vector<item_gemm> g1, g2;
+    std::vector<item_copy> cd;
+    for (int a = 0; a < (1 << L_); ++a)
+      for (int q = f.ptr[a]; q < f.ptr[a + 1]; ++q) {
+        const int b = f.col[q];
+        const std::int64_t e = std::int64_t(q) * m_ * m_;
+        cd.push_back({d.nr[a], d.nc[b], d.pair(q), e, d.ld, m_});
+        g1.push_back({d.nr[a], d.kv[b], d.ku[a], d.basis_at(a), d.pair(q), d.pair(q), d.ld, d.ld, d.ld});
+        g2.push_back({d.nr[a], d.nc[b], d.kv[b], d.pair(q), d.basis_at(b), e, d.ld, d.ld, m_});
+      }
+    copy_items(ctx_, d.d.data(), H.dense.data(), cd);
+    if (L_ >= 1) {
+      gemm_items(ctx_, op::none, op::none, T(1), d.u.data(), C[L_].data(), T(0), uc.data(), g1);
+      gemm_items(ctx_, op::none, op::transpose, T(1), uc.data(), (sym_ ? d.u : d.v).data(), T(1), H.dense.data(), g2);
+    }
+    ctx_->synchronize();
+    return std::move(H_);
+  }
+
+  const sampler<T, Space>& M_;
+  context_ptr<Space> ctx_;
+  ::h2expr::structure<T> S_;
+  hara_parameters p_;
+  bool sym_;
+  h2_data<T, Space> H_;  // the result: index arrays and zero dense leaves from the start
+  std::vector<near_field> near_;
+  int L_ = 0, m_ = 1, cap_ = 512, s_ = 0, prev_ = 0;  // samples now and before the last round
+  int done_ = 1 << 30;     // levels done_ .. L_ are finished (set by the first build)
+  int room_ = 0, base_ = 0;  // columns the leaves' sample panels have room for; the first they hold
+  index n_ = 0;
+  std::int64_t np_ = 0;
+  std::vector<int> leaf_, ranks_;
+  buffer<T, Space> omega_, y_, psi_, z_;  // np x s_ each, padded tree order
+  std::vector<level_data> lv_;
+  std::vector<hara_level_report> levels_;
+  double norm_ = 0, energy_ = 0;
+  int columns_ = 0;
+};
+
+}  // namespace h2expr::detail

@@ -1,0 +1,119 @@
+#pragma once
+// sampler<T, Space>: an operator known only through its products with blocks of vectors, the input
+// hara() rebuilds as an H2 matrix. A user lambda `f(const_view in, view out)` writes out = M in;
+// one function is taken as a symmetric operator, two (f, f_transpose) as a general one. H2 matrices
+// and their products convert to samplers too (samplers/), keeping their structure as a hint. A
+// sampler may carry an exact diagonal part d (with_diagonal): M = f + diag(d), of which hara() samples
+// f alone and puts diag(d) into the new matrix's dense diagonal leaves.
+//
+//   hx::sampler<double> S(n, [&](hx::const_view<double> in, hx::view<double> out) { /* out = M in */ });
+//   hx::matrix<double> Y = S * X;
+#include <h2expr/detail/core/context.hpp>
+#include <h2expr/detail/core/error.hpp>
+#include <h2expr/detail/operands/matrix.hpp>
+#include <h2expr/detail/structure/structure.hpp>
+#include <h2expr/detail/core/view.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+
+namespace h2expr {
+
+template <class T, class Space = host>
+class sampler {
+ public:
+  using value_type = T;
+  using space = Space;
+  using function = std::function<void(const_view<T, Space> in, view<T, Space> out)>;
+
+  // A symmetric n x n operator: f serves M and M^T.
+  sampler(index n, function f, ::h2expr::context_ptr<Space> ctx = default_context<Space>())
+      : sampler(n, n, f, f, std::move(ctx)) {
+    symmetric_ = true;
+  }
+  // A general rows x cols operator: f gives M X, f_transpose gives M^T X.
+  sampler(index rows, index cols, function f, function f_transpose,
+          ::h2expr::context_ptr<Space> ctx = default_context<Space>())
+      : ctx_(std::move(ctx)), rows_(rows), cols_(cols), f_(std::move(f)), ft_(std::move(f_transpose)) {
+    detail::require(rows >= 0 && cols >= 0, "sampler: negative size " + std::to_string(rows) + " x " + std::to_string(cols));
+    detail::require(bool(f_) && bool(ft_), "sampler: empty function");
+    detail::require(ctx_ != nullptr, "sampler: no context");
+  }
+
+  index rows() const { return rows_; }
+  index cols() const { return cols_; }
+  bool symmetric() const { return symmetric_; }
+  // The structure hara() uses when the options name none; empty for a bare lambda.
+  const ::h2expr::structure<T>& structure() const { return structure_; }
+  sampler& with_structure(::h2expr::structure<T> s) {
+    structure_ = std::move(s);
+    return *this;
+  }
+  const ::h2expr::context_ptr<Space>& context_ptr() const { return ctx_; }
+
+  // M becomes f + diag(d), for an n x 1 column d with finite entries (M square): an exact diagonal part
+  // that hara() does not sample. It replaces any diagonal part given before.
+  sampler& with_diagonal(matrix<T, Space> d) {
+    detail::require<dimension_mismatch>(rows_ == cols_ && d.rows() == rows_ && d.cols() == 1,
+                                        "sampler: the diagonal part of a " + std::to_string(rows_) + " x " +
+                                            std::to_string(cols_) + " operator is " + std::to_string(d.rows()) +
+                                            " x " + std::to_string(d.cols()));
+    detail::require<non_finite_value>(d.rows() == 0 || detail::all_finite(d.context(), d.data(), std::size_t(d.rows())),
+                                      "sampler: the diagonal part has entries that are not finite");
+    diagonal_ = std::make_shared<const matrix<T, Space>>(std::move(d));
+    return *this;
+  }
+  // The exact diagonal part d (n entries in the space), or null.
+  const matrix<T, Space>* diagonal() const { return diagonal_.get(); }
+
+  // out = M in, out = M^T in (sizes checked).
+  void apply(const_view<T, Space> in, view<T, Space> out) const {
+    run(f_, rows_, cols_, in, out, "M");
+    add_diagonal(in, out);
+  }
+  void apply_transpose(const_view<T, Space> in, view<T, Space> out) const {
+    run(ft_, cols_, rows_, in, out, "M^T");
+    add_diagonal(in, out);
+  }
+  // out = (M - diag(d)) in and its transpose: the part hara() samples.
+  void apply_off_diagonal(const_view<T, Space> in, view<T, Space> out) const { run(f_, rows_, cols_, in, out, "M"); }
+  void apply_transpose_off_diagonal(const_view<T, Space> in, view<T, Space> out) const {
+    run(ft_, cols_, rows_, in, out, "M^T");
+  }
+
+  // The transposed operator, as a sampler.
+  sampler transposed() const {
+    sampler t(*this);
+    std::swap(t.rows_, t.cols_);
+    std::swap(t.f_, t.ft_);
+    return t;
+  }
+
+ private:
+  void run(const function& f, index out_rows, index in_rows, const_view<T, Space> in, view<T, Space> out,
+           const char* what) const {
+    detail::require<dimension_mismatch>(in.rows() == in_rows && out.rows() == out_rows && in.cols() == out.cols(),
+                                        std::string("sampler: ") + what + " is " + std::to_string(out_rows) + " x " +
+                                            std::to_string(in_rows) + ", the vectors " + std::to_string(in.rows()) +
+                                            " x " + std::to_string(in.cols()) + " -> " + std::to_string(out.rows()) +
+                                            " x " + std::to_string(out.cols()));
+    if (in.cols() > 0) f(in, out);
+  }
+
+  void add_diagonal(const_view<T, Space> in, view<T, Space> out) const {
+    if (diagonal_ && in.cols() > 0)
+      detail::axpby_2d(*ctx_, std::size_t(rows_), std::size_t(in.cols()), T(1), in.data(), std::size_t(in.ld()), T(1),
+                       out.data(), std::size_t(out.ld()), diagonal_->data());
+  }
+
+  ::h2expr::context_ptr<Space> ctx_;
+  index rows_ = 0, cols_ = 0;
+  function f_, ft_;
+  std::shared_ptr<const matrix<T, Space>> diagonal_;  // shared by copies
+  bool symmetric_ = false;
+  ::h2expr::structure<T> structure_;
+};
+
+}  // namespace h2expr
