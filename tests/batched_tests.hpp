@@ -446,6 +446,27 @@ TYPED_TEST_P(batched_test, sum_of_squares_matches_the_reference) {
   EXPECT_FALSE(std::isfinite(detail::sum_of_squares(this->ctx(), b.data(), bad.size())));
 }
 
+TYPED_TEST_P(batched_test, scale_2d_scales_a_block_and_zeroes_without_reading) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  rng r(29);
+  const int rows = 37, cols = 5, ld = 41;
+  dense<T> y = r.template normal<T>(ld, cols);
+  y(3, 2) = std::numeric_limits<T>::quiet_NaN();  // inside the block: beta == 0 must not read it
+  for (T beta : {T(0), T(-2.5)}) {
+    buffer<T, Space> b(default_context<Space>(), std::vector<T>(y.data(), y.data() + y.size()));
+    detail::scale_2d(this->ctx(), rows, cols, beta, b.data(), ld);
+    const std::vector<T> got = b.to_host();
+    for (int j = 0; j < cols; ++j)
+      for (int i = 0; i < ld; ++i) {
+        const T was = y(i, j), now = got[i + std::size_t(j) * ld];
+        if (i >= rows) EXPECT_TRUE(now == was || (std::isnan(now) && std::isnan(was))) << i << "," << j;  // outside
+        else if (beta == T(0)) EXPECT_EQ(now, T(0)) << i << "," << j;
+        else if (!std::isnan(was)) EXPECT_EQ(now, beta * was) << i << "," << j;
+      }
+  }
+}
+
 TYPED_TEST_P(batched_test, random_fills_are_reproducible_per_item) {
   using T = typename TypeParam::scalar;
   using Space = typename TypeParam::space;
@@ -727,7 +748,7 @@ TYPED_TEST_P(batched_test, bsr_gemm_uniform_and_per_node_shapes) {
 REGISTER_TYPED_TEST_SUITE_P(batched_test, gemm_uniform_pointer_arrays_and_strided, gemm_large_items, gemm_nonuniform_sizes, qr_thin,
                             qr_column_pivoted_reveals_rank, svd_thin, cholesky_factors_and_reports_failures,
                             cholesky_of_float_data_computes_in_double, trsm_all_variants,
-                            sum_of_squares_matches_the_reference,
+                            sum_of_squares_matches_the_reference, scale_2d_scales_a_block_and_zeroes_without_reading,
                             random_fills_are_reproducible_per_item, marshaling_builds_pointer_arrays,
                             cholesky_qr_orthonormalizes_and_drops_dependent_columns,
                             bsr_gemm_uniform_and_per_node_shapes, svd_right_resolves_the_values_above_a_threshold);

@@ -17,9 +17,11 @@
 //   evaluate_blocks / all_finite / sum_of_squares   kernel entries of many blocks; finiteness, norms
 // The host backend is the reference semantics; the CUDA backend matches it (see tests/).
 #include <h2expr/detail/core/blas_types.hpp>
+#include <h2expr/detail/primitives/kernels.hpp>
 #include <h2expr/detail/primitives/host/bsr.hpp>
 #include <h2expr/detail/primitives/host/cholesky.hpp>
 #include <h2expr/detail/primitives/host/cholesky_qr.hpp>
+#include <h2expr/detail/primitives/host/elementwise.hpp>
 #include <h2expr/detail/primitives/host/evaluate.hpp>
 #include <h2expr/detail/primitives/host/gemm.hpp>
 #include <h2expr/detail/primitives/host/marshal.hpp>
@@ -44,3 +46,55 @@
 #elif defined(H2EXPR_CUDA_SPACE)
 #include <h2expr/detail/primitives/cuda/primitives.hpp>
 #endif
+
+namespace h2expr::detail {
+
+// The backend contract: every batched primitive exists for both spaces, called with the same
+// arguments (the CUDA space's declarations: cuda/primitives.hpp). Checked below for each space this
+// translation unit can use, so a primitive added to one backend only fails to compile here, by name.
+template <class Space, class T>
+concept batched_backend = requires(context<Space>& c, op o, side sd, uplo ul, diag dg, distribution dist, int i,
+                                   std::int64_t i64, std::size_t n, std::uint64_t seed, double x, T a, T* p,
+                                   const T* cp, T** pp, T* const* ptrs, const T* const* cptrs, const int* ints,
+                                   int* iout, int* const* perms, const std::int64_t* offs, double* const* dptrs,
+                                   const double* const* cdptrs, bsr_shape shape, const block_points<T>& points,
+                                   const ::h2expr::kernels::exponential& kernel) {
+  copy_batched(c, i, i, cptrs, i, ptrs, i, i, ints);
+  copy_vbatched(c, o, ints, ints, cptrs, ints, ptrs, ints, i);
+  axpy(c, n, a, cp, p);
+  axpby_2d(c, n, n, a, cp, n, a, p, n, cp);
+  add_to_diagonals(c, i, i, a, cp, ints, p);
+  fill(c, p, n, a);
+  scale_2d(c, i64, i64, a, p, i64);
+  marshal_strided(c, p, i64, i, pp);
+  marshal_offsets(c, p, offs, i, pp);
+  fill_random(c, dist, i64, i64, p, i64, seed);
+  fill_random_vbatched(c, dist, ints, ints, ptrs, ints, seed, i, i, i);
+  gemm_batched(c, o, o, i, i, i, a, cptrs, i, cptrs, i, a, ptrs, i, i);
+  gemm_strided_batched(c, o, o, i, i, i, a, cp, i, i64, cp, i, i64, a, p, i, i64, i);
+  gemm_vbatched(c, o, o, ints, ints, ints, a, cptrs, ints, cptrs, ints, a, ptrs, ints, i, i, i, i);
+  qr_vbatched(c, ints, ints, ptrs, ints, ptrs, ints, i, i, i);
+  qr_r_vbatched(c, ints, ints, ptrs, ints, ptrs, ints, i, i, i);
+  cpqr_vbatched(c, ints, ints, ptrs, ints, ptrs, ints, perms, iout, a, i, i, i);
+  svd_vbatched(c, ints, ints, ptrs, ints, ptrs, ptrs, ints, i, i, i);
+  svd_right_vbatched(c, ints, ints, ptrs, ints, ptrs, ptrs, ints, i, i, i, x);
+  potrf_vbatched(c, ints, ptrs, ints, iout, i, i);
+  potrf_batched(c, i, ptrs, i, iout, i);
+  gram_vbatched(c, ints, ints, cptrs, ints, dptrs, ints, i, i, i);
+  cholqr_factor_vbatched(c, ints, cdptrs, ints, ptrs, ints, dptrs, dptrs, x, iout, i, i);
+  trsm_batched(c, sd, ul, o, dg, i, i, a, cptrs, i, ptrs, i, i);
+  trsm_vbatched(c, sd, ul, o, dg, ints, ints, a, cptrs, ints, ptrs, ints, i, i, i);
+  bsr_gemm(c, o, i, ints, ints, ints, cp, i, i, i64, cp, i64, p, i64, i, a, shape);
+  gather_rows(c, ints, i64, cp, i64, p, i64, i);
+  scatter_rows(c, ints, i64, cp, i64, p, i64, i, a, a);
+  all_finite(c, cp, n);
+  sum_of_squares(c, cp, n);
+  evaluate_blocks<T, 2>(c, kernel, points, p);
+};
+
+static_assert(batched_backend<host, float> && batched_backend<host, double>);
+#if defined(H2EXPR_CUDA_SPACE)
+static_assert(batched_backend<cuda, float> && batched_backend<cuda, double>);
+#endif
+
+}  // namespace h2expr::detail
