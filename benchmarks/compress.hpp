@@ -86,7 +86,7 @@ compress_result compress_problem(const std::string& name, const point_cloud<T, D
     r.rep = compress(A, tol, {.estimate_error = true});  // the phase times and the error column
     r.mb_out = low_rank_mb(A);
     auto P = A;  // the same operator in the uniform layout (ranks padded to the largest per level)
-    detail::pad(P.data());
+    detail::pad(detail::h2_access::data(P));
     r.mb_padded = low_rank_mb(P);
     const auto x = matrix<T, Space>::random(A.cols(), 1, 7, A.data().ctx);
     auto y = matrix<T, Space>::uninitialized(A.rows(), 1, A.data().ctx);

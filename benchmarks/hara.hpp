@@ -71,8 +71,8 @@ void compare_constructions(const std::string& name, const sampler<double, Space>
     std::vector<detail::hara_level_report> levels;
     h2_matrix<double, Space> P;
     const auto t0 = std::chrono::steady_clock::now();
-    if (level_by_level) P.data() = detail::hara_builder<double, Space>(M, S, par).run(levels, nullptr);
-    else P.data() = detail::one_sample_set_builder<double, Space>(M, S, par, detail::near_fields(S.blocks())).run(levels, nullptr);
+    if (level_by_level) detail::h2_access::data(P) = detail::hara_builder<double, Space>(M, S, par).run(levels, nullptr);
+    else detail::h2_access::data(P) = detail::one_sample_set_builder<double, Space>(M, S, par, detail::near_fields(S.blocks())).run(levels, nullptr);
     const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     int samples = 0;
     double sampling = 0;

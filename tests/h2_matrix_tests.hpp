@@ -209,7 +209,7 @@ TYPED_TEST_P(h2_matrix_test, orthogonalize_keeps_the_operator_and_makes_bases_or
   auto check = [&](auto pts, auto kernel, build_options bo, bool separate_bases) {
     auto A = h2_matrix<T, Space>::from_kernel(pts, kernel, bo, this->ctx_);
     if (separate_bases)  // a general (non-symmetric) representation: row and column bases differ
-      A.data().col_basis = std::make_shared<detail::basis_tree<T, Space>>(A.data().col_basis->clone());
+      detail::h2_access::data(A).col_basis = std::make_shared<detail::basis_tree<T, Space>>(A.data().col_basis->clone());
     auto orthogonalize_and_check = [&](const char* what) {
       const dense<double> before = to_dense(A).template cast<double>();
       orthogonalize(A);
@@ -253,7 +253,7 @@ TYPED_TEST_P(h2_matrix_test, compression_error_scales_with_the_tolerance) {
   bool varying_ranks = false;
   auto check = [&](auto pts, auto kernel, build_options bo, bool separate_bases) {
     auto A0 = h2_matrix<T, Space>::from_kernel(pts, kernel, bo, this->ctx_);
-    if (separate_bases) A0.data().col_basis = std::make_shared<detail::basis_tree<T, Space>>(A0.data().col_basis->clone());
+    if (separate_bases) detail::h2_access::data(A0).col_basis = std::make_shared<detail::basis_tree<T, Space>>(A0.data().col_basis->clone());
     const dense<double> M = to_dense(A0).template cast<double>();
     const double norm2 = two_norm(M);
     std::size_t last_memory = 0;
@@ -296,9 +296,13 @@ TYPED_TEST_P(h2_matrix_test, compression_error_scales_with_the_tolerance) {
       const auto At = to_dense(detail::multiply(A, detail::op::transpose, matrix<T, Space>(I, this->ctx_)));
       EXPECT_LT(relative_error(At.transpose(), D), (std::is_same_v<T, float> ? 1e-5 : 1e-13));
       // Compressing again at the same tolerance does not grow the matrix or lose accuracy.
-      const auto again = compress(A, tol);
+      compress_report written;  // the options' report pointer, as hara's and inverse's
+      const auto again = compress(A, tol, {.report = &written});
       EXPECT_FALSE(again.error_estimate.has_value()) << "estimated without being asked";
       EXPECT_LE(again.memory_after, rep.memory_after);
+      EXPECT_EQ(written.memory_after, again.memory_after);
+      EXPECT_EQ(written.ranks_after, again.ranks_after);
+      EXPECT_EQ(written.norm_estimate, again.norm_estimate);
       EXPECT_LT((to_dense(A).template cast<double>() - M).norm() / norm2, 30 * tol) << "compressed twice, tol " << tol;
     }
     EXPECT_LT(last_memory, A0.memory_bytes());
@@ -324,7 +328,7 @@ TYPED_TEST_P(h2_matrix_test, compress_does_not_orthogonalize_orthonormal_bases_a
   auto check = [&](auto pts, auto kernel, build_options bo, bool separate_bases) {
     auto A = h2_matrix<T, Space>::from_kernel(pts, kernel, bo, this->ctx_);
     if (separate_bases)
-      A.data().col_basis = std::make_shared<detail::basis_tree<T, Space>>(A.data().col_basis->clone());
+      detail::h2_access::data(A).col_basis = std::make_shared<detail::basis_tree<T, Space>>(A.data().col_basis->clone());
     const dense<double> M = to_dense(A).template cast<double>();
     EXPECT_FALSE(A.data().row_basis->orthonormal) << "interpolation bases are not orthonormal";
     auto C = A;
@@ -422,7 +426,7 @@ TYPED_TEST_P(h2_matrix_test, save_and_load_round_trip) {
   // Non-symmetric, separate row and column bases, compressed; weak admissibility in 1D; a 3D cloud.
   auto N = h2_matrix<T, Space>::from_kernel(point_cloud<T, 2>::clustered(700, test_seed()), skewed_kernel(),
                                             {.leaf_size = 32, .cheb_points = 5}, this->ctx_);
-  N.data().col_basis = std::make_shared<detail::basis_tree<T, Space>>(N.data().col_basis->clone());
+  detail::h2_access::data(N).col_basis = std::make_shared<detail::basis_tree<T, Space>>(N.data().col_basis->clone());
   expect_round_trip(N, dir, "non-symmetric, separate bases");
   compress(N, tol);
   expect_round_trip(N, dir, "non-symmetric, compressed");

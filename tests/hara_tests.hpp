@@ -141,7 +141,7 @@ TYPED_TEST_P(hara_test, one_and_three_dimensional_and_weak_structures) {
     const auto M = as_sampler(A);
     std::vector<detail::hara_level_report> levels;
     h2_matrix<T, Space> Q;
-    Q.data() = detail::hara_builder<T, Space>(M, A.structure(), {tol, 0, 32, 10, test_seed()}).run(levels, nullptr);
+    detail::h2_access::data(Q) = detail::hara_builder<T, Space>(M, A.structure(), {tol, 0, 32, 10, test_seed()}).run(levels, nullptr);
     EXPECT_LT(relative_error(to_dense(Q), to_dense(A)), 2 * tol) << "1D, level by level";
   }
   {

@@ -42,6 +42,9 @@ struct compress_options {
   // Measure the error made (report.error_estimate): up to 8 pairs of products with the difference of
   // the two representations. Off by default, as the peer's is; the threshold bounds the error.
   bool estimate_error = false;
+  // Also written here when given, as hara_options::report and inverse_options::report are: every
+  // builder takes `.report = &r` (compress returns the report as well).
+  compress_report* report = nullptr;
 };
 
 // Truncates every node of both bases to the rank that keeps the singular values of its weights above
@@ -52,7 +55,7 @@ template <class T, class Space>
 compress_report compress(h2_matrix<T, Space>& A, double tol, const compress_options& options = {}) {
   detail::require<invalid_tolerance>(std::isfinite(tol) && tol > 0 && tol < 1,
                                      "compress: the tolerance must be in (0, 1), got " + std::to_string(tol));
-  auto& d = A.data();
+  auto& d = detail::h2_access::data(A);
   detail::require(d.row_basis != nullptr, "compress of an empty H2 matrix");
   compress_report rep;
   rep.orthogonalized = !d.row_basis->orthonormal || !d.col_basis->orthonormal;
@@ -88,6 +91,7 @@ compress_report compress(h2_matrix<T, Space>& A, double tol, const compress_opti
   rep.ranks_after = d.rank;
 
   if (options.estimate_error) rep.error_estimate = rep.norm_estimate > 0 ? diff / rep.norm_estimate : diff;
+  if (options.report) *options.report = rep;
   return rep;
 }
 

@@ -84,14 +84,14 @@ h2_matrix<T, Space> hara(const sampler<T, Space>& M, double tol, const hara_opti
   hara_report rep;
   h2_matrix<T, Space> P;
   auto build = [&](auto&& builder) {
-    P.data() = builder.run(rep.levels, o.verbose ? &std::clog : nullptr);
+    detail::h2_access::data(P) = builder.run(rep.levels, o.verbose ? &std::clog : nullptr);
     rep.norm_estimate = builder.norm_estimate();
   };
   auto near = detail::near_fields(S.blocks());
   if (S.depth() >= 1 && !near.empty())
     build(detail::one_sample_set_builder<T, Space>(M, S, par, std::move(near)));
   else build(detail::hara_builder<T, Space>(M, S, par));
-  if (const auto* d = M.diagonal()) detail::add_diagonal(P.data(), d->data());  // not sampled: exact
+  if (const auto* d = M.diagonal()) detail::add_diagonal(detail::h2_access::data(P), d->data());  // not sampled: exact
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (const auto& l : rep.levels) {
     rep.samples += l.samples;

@@ -9,7 +9,7 @@ namespace h2expr {
 
 template <class T, class Space>
 void orthogonalize(h2_matrix<T, Space>& A) {
-  auto& d = A.data();
+  auto& d = detail::h2_access::data(A);
   detail::require(d.row_basis != nullptr, "orthogonalize of an empty H2 matrix");
   if (!d.compact()) return detail::orthogonalize(d);
   // Per-node ranks: orthogonalize the padded layout (its zero columns give zero rows of the R factors,

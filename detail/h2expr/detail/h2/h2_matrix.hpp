@@ -20,6 +20,18 @@
 
 namespace h2expr {
 
+template <class T, class Space>
+class h2_matrix;
+
+namespace detail {
+// The mutable representation of an h2_matrix, for h2expr's operations that change one in place
+// (orthogonalize, compress, hara's builders, load): a user changes a matrix only through those.
+struct h2_access {
+  template <class T, class Space>
+  static h2_data<T, Space>& data(h2_matrix<T, Space>& A) { return A.d_; }
+};
+}  // namespace detail
+
 template <class T, class Space = host>
 class h2_matrix {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "h2expr: T must be float or double");
@@ -140,11 +152,11 @@ class h2_matrix {
   const std::vector<int>& ranks() const { return d_.rank; }
   ::h2expr::context<Space>& context() const { return *d_.ctx; }
 
-  // The representation, for the algorithms of h2expr::detail.
+  // The representation, read-only (h2expr's own algorithms change it through detail::h2_access).
   const detail::h2_data<T, Space>& data() const { return d_; }
-  detail::h2_data<T, Space>& data() { return d_; }
 
  private:
+  friend struct detail::h2_access;
   detail::h2_data<T, Space> d_;
 };
 
