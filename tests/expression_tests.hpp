@@ -19,6 +19,44 @@
 
 namespace h2expr::test {
 
+// A user's own operator type (the concept h2expr::operand): a dense matrix applied by its own product,
+// with a symmetry it declares. Nothing in h2expr names it.
+template <class T, class Space>
+struct user_dense_operator {
+  using value_type = T;
+  using space = Space;
+  matrix<T, Space> M;
+  bool declared_symmetric = false;
+  index rows() const { return M.rows(); }
+  index cols() const { return M.cols(); }
+  ::h2expr::context_ptr<Space> context_ptr() const { return M.context_ptr(); }
+  bool symmetric() const { return declared_symmetric; }
+  void apply(op t, T alpha, const_view<T, Space> in, T beta, view<T, Space> out) const {
+    ++calls;
+    detail::gemm_strided_batched(M.context(), t, op::none, int(out.rows()), int(in.cols()), int(in.rows()), alpha,
+                                 M.data(), int(M.rows()), 0, in.data(), int(in.ld()), 0, beta, out.data(),
+                                 int(out.ld()), 0, 1);
+  }
+  mutable int calls = 0;
+};
+// Without symmetric() and structure() it is an operand too; without apply it is not.
+template <class T, class Space>
+struct user_minimal_operator {
+  using value_type = T;
+  using space = Space;
+  index rows() const { return 1; }
+  index cols() const { return 1; }
+  ::h2expr::context_ptr<Space> context_ptr() const { return default_context<Space>(); }
+  void apply(op, T, const_view<T, Space>, T, view<T, Space>) const {}
+};
+template <class T, class Space>
+struct not_an_operator {
+  using value_type = T;
+  using space = Space;
+  index rows() const { return 1; }
+  index cols() const { return 1; }
+};
+
 template <class C>
 class expression_test : public space_test<C> {
  protected:
@@ -276,8 +314,40 @@ TYPED_TEST_P(expression_test, bad_input_is_a_clear_error) {
   EXPECT_THROW(cholesky(S), error);
 }
 
+// A user's operator type in expressions, in hara, and in the symmetry hara deduces.
+TYPED_TEST_P(expression_test, user_operands_join_expressions) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  static_assert(operand<user_dense_operator<T, Space>> && expression<user_dense_operator<T, Space>>);
+  static_assert(operand<user_minimal_operator<T, Space>>);
+  static_assert(!operand<not_an_operator<T, Space>> && !expression<not_an_operator<T, Space>>);
+  static_assert(!operand<h2_matrix<T, Space>> && expression<h2_matrix<T, Space>>);  // a built-in leaf
+  const auto& A = this->A_;
+  const auto& a = this->a_;
+  const int n = int(A.rows());
+  rng r(31);
+  const dense<T> u = r.template normal<T>(n, n) / T(n);
+  const dense<double> ud = u.template cast<double>();
+  const user_dense_operator<T, Space> U{matrix<T, Space>(u, this->ctx_)};
+  this->expect_products(U, ud, "user operand U");
+  this->expect_products(A * U - 2 * transpose(U), a * ud - 2 * ud.transpose(), "A U - 2 U^T");
+  this->expect_products(user_dense_operator<T, Space>{matrix<T, Space>(u, this->ctx_)} + A, ud + a,
+                        "a temporary user operand + A");
+  EXPECT_GT(U.calls, 0) << "the operand's own apply was not used";
+  // hara of a product with it, on A's structure; its error follows the tolerance.
+  const double tol = this->single ? 1e-3 : 1e-6;
+  const dense<T> k = (a * a).template cast<T>();  // a smooth operator, so that hara's ranks stay low
+  const user_dense_operator<T, Space> K{matrix<T, Space>(k, this->ctx_), true};
+  auto P = hara(K + A, tol, {.seed = test_seed()});
+  EXPECT_LT(relative_error(to_dense(P), k.template cast<double>() + a), 2 * tol);
+  // The symmetry it declares is used; one that declares none is not symmetric.
+  EXPECT_TRUE(as_sampler(K + A).symmetric());
+  EXPECT_FALSE(as_sampler(U + A).symmetric());
+  EXPECT_TRUE(as_sampler(transpose(U) * A * U).symmetric());
+}
+
 REGISTER_TYPED_TEST_SUITE_P(expression_test, every_node_type_against_dense, hara_of_expressions,
                             symmetry_and_structure_are_deduced, schur_complements_of_poisson_problems,
-                            bad_input_is_a_clear_error);
+                            bad_input_is_a_clear_error, user_operands_join_expressions);
 
 }  // namespace h2expr::test

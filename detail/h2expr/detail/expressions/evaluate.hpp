@@ -155,6 +155,19 @@ class evaluator<diagonal_matrix<T, Space>> {
   const diagonal_matrix<T, Space>& D_;
 };
 
+// A user's operand (expression.hpp's concept operand): its own apply, in the evaluator's argument order.
+template <operand X>
+class evaluator<X> {
+ public:
+  using T = typename X::value_type;
+  using Space = typename X::space;
+  explicit evaluator(const X& x) : x_(x) {}
+  void apply(op t, T alpha, const_view<T, Space> in, T beta, view<T, Space> out) { x_.apply(t, alpha, in, beta, out); }
+
+ private:
+  const X& x_;
+};
+
 template <class T, class Space>
 class evaluator<sampler<T, Space>> {
  public:
@@ -390,7 +403,10 @@ bool is_symmetric(const X& x) {
   if (x.rows() != x.cols()) return false;
   if constexpr (std::is_same_v<X, solve_expr<T, Space>>) return true;
   else if constexpr (std::is_same_v<X, matrix<T, Space>>) return false;  // not inspected
-  else if constexpr (is_leaf<X>::value) return x.symmetric();
+  else if constexpr (is_leaf<X>::value) {
+    if constexpr (requires { x.symmetric(); }) return x.symmetric();
+    else return false;  // a user's operand that does not say
+  }
   else if constexpr (is_scaled_v<X> || is_transpose_v<X>) return is_symmetric(x.inner);
   else if constexpr (is_sum_v<X>) {
     if (is_symmetric(x.left) && is_symmetric(x.right)) return true;

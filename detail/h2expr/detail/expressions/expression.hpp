@@ -23,6 +23,7 @@
 #include <boost/hana/tuple.hpp>
 #include <boost/hana/type.hpp>
 
+#include <concepts>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -52,6 +53,42 @@ struct is_leaf<diagonal_matrix<T, Space>> : std::true_type {};
 
 // The base of every node type.
 struct expression_node {};
+
+}  // namespace detail
+
+// A user's own operator type joins expressions (and hara) without any change to h2expr when it offers
+// what the evaluator asks of every operand:
+//
+//   struct my_operator {
+//     using value_type = double;          // float or double
+//     using space = h2expr::host;         // or h2expr::cuda
+//     h2expr::index rows() const;
+//     h2expr::index cols() const;
+//     h2expr::context_ptr<space> context_ptr() const;   // the context its products run on
+//     // out = alpha op(M) in + beta out; beta == 0 writes out without reading it
+//     void apply(h2expr::op t, double alpha, h2expr::const_view<double, space> in, double beta,
+//                h2expr::view<double, space> out) const;
+//     bool symmetric() const;                            // optional: hara then samples half
+//     const h2expr::structure<double>& structure() const;  // optional: hara's default target
+//   };
+//
+// Expressions keep an lvalue operand by reference and a temporary one by value, as any operand.
+template <class X>
+concept operand = requires(const X& x, op t, typename X::value_type a,
+                           const_view<typename X::value_type, typename X::space> in,
+                           view<typename X::value_type, typename X::space> out) {
+  requires std::is_same_v<typename X::value_type, float> || std::is_same_v<typename X::value_type, double>;
+  requires is_space_v<typename X::space>;
+  { x.rows() } -> std::convertible_to<index>;
+  { x.cols() } -> std::convertible_to<index>;
+  { x.context_ptr() } -> std::convertible_to<context_ptr<typename X::space>>;
+  x.apply(t, a, in, a, out);
+};
+
+namespace detail {
+
+template <operand X>
+struct is_leaf<X> : std::true_type {};
 
 template <class X>
 inline constexpr bool is_dense_v = false;
