@@ -17,6 +17,24 @@
 #include "reference.hpp"
 #include "support.hpp"
 
+// A user's operator type declared outside namespace h2expr, not a template of h2expr types: with
+// h2expr::operand_base, argument-dependent lookup finds h2expr's operators from code outside h2expr.
+struct global_host_operator : h2expr::operand_base {
+  using value_type = double;
+  using space = h2expr::host;
+  h2expr::matrix<double> M;
+  h2expr::index rows() const { return M.rows(); }
+  h2expr::index cols() const { return M.cols(); }
+  h2expr::context_ptr<h2expr::host> context_ptr() const { return M.context_ptr(); }
+  void apply(h2expr::op t, double alpha, h2expr::const_view<double> in, double beta, h2expr::view<double> out) const {
+    h2expr::detail::gemm_strided_batched(M.context(), t, h2expr::op::none, int(out.rows()), int(in.cols()),
+                                         int(in.rows()), alpha, M.data(), int(M.rows()), 0, in.data(), int(in.ld()),
+                                         0, beta, out.data(), int(out.ld()), 0, 1);
+  }
+};
+// 2 U + U U - U^T - (-U), written where only argument-dependent lookup can find the operators.
+inline auto global_forms(const global_host_operator& U) { return 2 * U + U * U - transpose(U) - (-U); }
+
 namespace h2expr::test {
 
 // A user's own operator type (the concept h2expr::operand): a dense matrix applied by its own product,
@@ -344,6 +362,10 @@ TYPED_TEST_P(expression_test, user_operands_join_expressions) {
   EXPECT_TRUE(as_sampler(K + A).symmetric());
   EXPECT_FALSE(as_sampler(U + A).symmetric());
   EXPECT_TRUE(as_sampler(transpose(U) * A * U).symmetric());
+  if constexpr (std::is_same_v<T, double> && std::is_same_v<Space, host>) {
+    const global_host_operator G{{}, matrix<double>(u.template cast<double>(), this->ctx_)};
+    this->expect_products(global_forms(G), 3 * ud + ud * ud - ud.transpose(), "a type outside h2expr");
+  }
 }
 
 REGISTER_TYPED_TEST_SUITE_P(expression_test, every_node_type_against_dense, hara_of_expressions,

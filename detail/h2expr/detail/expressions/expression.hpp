@@ -59,13 +59,15 @@ struct expression_node {};
 // A user's own operator type joins expressions (and hara) without any change to h2expr when it offers
 // what the evaluator asks of every operand:
 //
-//   struct my_operator {
+//   struct my_operator : h2expr::operand_base {  // the base: see operand_base
 //     using value_type = double;          // float or double
 //     using space = h2expr::host;         // or h2expr::cuda
 //     h2expr::index rows() const;
 //     h2expr::index cols() const;
 //     h2expr::context_ptr<space> context_ptr() const;   // the context its products run on
-//     // out = alpha op(M) in + beta out; beta == 0 writes out without reading it
+//     // out = alpha op(M) in + beta out; beta == 0 writes out without reading it (it may hold
+//     // anything, NaN included); on the CUDA space, on the stream of context_ptr(), which must be
+//     // the context of every operand of the expression
 //     void apply(h2expr::op t, double alpha, h2expr::const_view<double, space> in, double beta,
 //                h2expr::view<double, space> out) const;
 //     bool symmetric() const;                            // optional: hara then samples half
@@ -73,6 +75,13 @@ struct expression_node {};
 //   };
 //
 // Expressions keep an lvalue operand by reference and a temporary one by value, as any operand.
+//
+// operand_base: an empty base that puts h2expr among the type's associated namespaces, so that
+// 2 * m, m + m, -m, m * m and transpose(m) find h2expr's operators by argument-dependent lookup for a
+// type declared outside namespace h2expr (without it, only the forms with an h2expr operand do, such
+// as A + m or m * X, unless the operators are named: h2expr::transpose(m), using namespace h2expr).
+struct operand_base {};
+
 template <class X>
 concept operand = requires(const X& x, op t, typename X::value_type a,
                            const_view<typename X::value_type, typename X::space> in,

@@ -5,7 +5,7 @@
 // row-parallel products.
 //
 //   auto S = hx::sparse_matrix<double>::from_csr(rows, cols, row_ptr, col_idx, values);
-//   S.multiply(hx::detail::op::none, 1.0, X.view(), 0.0, Y.view());      // Y = S X
+//   S.multiply(hx::op::none, 1.0, X.view(), 0.0, Y.view());              // Y = S X
 #include <h2expr/detail/core/context.hpp>
 #include <h2expr/detail/core/blas_types.hpp>
 #include <h2expr/detail/core/buffer.hpp>

@@ -1,6 +1,6 @@
 #pragma once
 // Kernel entries of many blocks at once on the GPU (built-in kernels; primitives.hpp evaluates any other
-// callable on the host), finiteness and sums of squares of device data. Same layout as host/evaluate.hpp.
+// callable on the host), finiteness and sums of squares of device data. The layout: block_points.hpp.
 #include <h2expr/detail/core/buffer.hpp>
 #include <h2expr/detail/core/cuda/check.cuh>
 #include <h2expr/detail/core/cuda/context.cuh>
