@@ -89,6 +89,10 @@ void gp_benchmark(const char* kernel_name, Kernel kernel, int log2n, const std::
     for (std::size_t k = 1; k < rep.residual.size(); ++k)
       std::printf(" [%.1e %.0e %d %.2f]", rep.residual[k], rep.tolerance[k], rep.max_rank[k], rep.seconds[k]);
     std::printf("\n");
+    double sampling = 0, ara = 0, rest = 0;
+    for (const auto& h : rep.steps) sampling += h.seconds_sampling, ara += h.seconds_ara, rest += h.seconds - h.seconds_sampling - h.seconds_ara;
+    std::printf("  time in hara: sampling %.2f s, ARA %.2f s, the rest %.2f s; outside hara (norm, probes) %.2f s\n", sampling,
+                ara, rest, t_inv - sampling - ara - rest);
     auto pre = hx::cg(C, B, solve_tol, {}, X);
     std::printf("cg, preconditioned by it:         %5d iterations  %8.2f s  residual %.1e\n", pre.iterations,
                 pre.seconds, pre.residual);

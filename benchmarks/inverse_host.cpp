@@ -3,12 +3,14 @@
 //                           [max log2 n (default 16)] [min log2 n (default 12)]
 #include <h2expr/context.hpp>
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "inverse.hpp"
 
 int main(int argc, char** argv) {
   namespace hx = h2expr;
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a run cut by a time limit keeps every finished line
   const int what = argc > 1 ? std::atoi(argv[1]) : 0, hi = argc > 2 ? std::atoi(argv[2]) : 16,
             lo = argc > 3 ? std::atoi(argv[3]) : 12;
   std::printf("# h2expr inverse and preconditioned CG, host space, %d OpenMP threads, double\n",

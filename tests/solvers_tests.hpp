@@ -149,6 +149,13 @@ TYPED_TEST_P(solvers_test, inverse_residual_follows_the_tolerance) {
       EXPECT_LT(res, 1.5 * last) << what << ", tol " << tol;
       EXPECT_LE(rep.residual.back(), tol) << what;
       EXPECT_EQ(int(rep.residual.size()), rep.iterations + 1) << what;
+      EXPECT_EQ(int(rep.hara_error.size()), rep.iterations) << what;
+      EXPECT_EQ(int(rep.steps.size()), rep.iterations) << what;
+      for (std::size_t k = 0; k < rep.hara_error.size(); ++k) {
+        // What hara's error added is measured, finite, and (the step accepted) kept the residual falling.
+        EXPECT_TRUE(std::isfinite(rep.hara_error[k]) && rep.hara_error[k] >= 0) << what << ", step " << k + 1;
+        EXPECT_GT(rep.steps[k].samples, 0) << what << ", step " << k + 1;
+      }
       last = res, first = i == 0 ? res : first;
       std::printf("%s, tol %g: %d steps, residual %.2e, %.2f s\n", what, tol, rep.iterations, res,
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
