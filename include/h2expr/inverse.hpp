@@ -16,7 +16,8 @@
 // step's residual: by the bound 2 ||A||_2 ||E||_F / sqrt(n) (from the estimates of ||A||_2 and ||X||_F)
 // corrected by what the last steps' errors measurably added (the bound overstates it 10-100 times on
 // kernel matrices, and the ranks follow the tolerance); a step whose residual grows is done again at the
-// bound, ten times tighter.
+// bound, ten times tighter. While r > 0.9 the steps are scaled, X_{k+1} = 2 beta X_k - beta^2 X_k A X_k with
+// beta in [1, 1.8] from the probes (below): that halves the early steps on kernel matrices.
 //
 // An operator that is singular, or too badly conditioned for T, raises numerical_failure naming the
 // residual reached (a step needs a tolerance below what T resolves), as does max_iterations (steps,
@@ -49,6 +50,7 @@ struct inverse_report {
   std::vector<double> seconds;    // per step, its residual estimate included
   std::vector<hara_report> steps; // hara's report of each accepted step (index 0: step 1)
   std::vector<double> hara_error; // what each accepted step's hara error added to its residual (index 0: step 1)
+  std::vector<double> scaling;    // each accepted step's beta (X_{k+1} = 2 beta X_k - beta^2 X_k A X_k; 1: plain)
   double norm_estimate = 0;       // ||A||_2
   bool transposed_start = false;  // X_0 = alpha A^T (else alpha I)
   int rejected = 0;               // steps done again at a tighter tolerance (their residual grew)
@@ -108,7 +110,9 @@ h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const 
     rep.residual.push_back(r), rep.tolerance.push_back(th), rep.max_rank.push_back(rank), rep.seconds.push_back(sec);
     if (o.verbose) {
       std::clog << "inverse: step " << k << ", residual " << r;
-      if (k > 0) std::clog << ", hara tol " << th << " (its error added " << rep.hara_error.back() << ")";
+      if (k > 0)
+        std::clog << ", scaling " << rep.scaling.back() << ", hara tol " << th << " (its error added "
+                  << rep.hara_error.back() << ")";
       std::clog << ", max rank " << rank << ", " << sec << " s" << std::endl;
     }
   };
@@ -130,20 +134,20 @@ h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const 
   // exact step's residual (measured before the step), but never above 0.05 while r is near 1: there the
   // residual falls by r (1 - r) a step, and an error that lifts one converged component's |1 - lambda x|
   // above 1 grows from then on. Its hara tolerance: from ||A E||_F <= ||A||_2 ||E||_F and ||X_{k+1}||_F <=
-  // 2 ||X_k||_F (||2 I - A X_k||_2 <= 2 while it converges) the bound th 2 ||A||_2 nu, divided by its
-  // `slack`, and times `tighten`: a tenth after a rejected step, relaxed threefold (up to 1) after an
-  // accepted one.
+  // 2 beta ||X_k||_F (||2 I - beta A X_k||_2 <= 2 while it converges) the bound th 2 beta ||A||_2 nu,
+  // divided by its `slack`, and times `tighten`: a tenth after a rejected step, relaxed threefold (up to
+  // 1) after an accepted one.
   //   The bound is off by orders of magnitude for the operators this is for: hara's error lies in its
   // blocks' trailing singular directions, oscillatory ones, which a smoothing kernel plus a nugget maps
   // with a gain near the nugget, not ||A||_2; yet its tolerance sets the ranks, so each step measures the
-  // error its hara did add, e = ||(I - A X_{k+1}) G - (I - A X_k)^2 G|| / ||G|| (the exact step from the
-  // same probes), and the next assumes 4 times the larger slack c = e / (th 2 ||A||_2 nu) of the
+  // error its hara did add, e = ||(I - A X_{k+1}) G - (I - beta A X_k)^2 G|| / ||G|| (the exact step from
+  // the same probes), and the next assumes 4 times the larger slack c = e / (th 2 beta ||A||_2 nu) of the
   // last two steps: never looser than ten times the last assumption, never tighter than the bound, and
   // back to the bound after a rejected step.
   double tighten = 1, slack = 1, last_c = 1;
-  auto step_tolerance = [&](double r, double z, double nu, int k) {
+  auto step_tolerance = [&](double r, double z, double nu, double beta, int k) {
     const double target = std::min(0.05, 0.25 * std::max(tol, z));
-    const double th = std::min(0.5, tighten * target / (2 * norm * nu * slack));
+    const double th = std::min(0.5, tighten * target / (2 * beta * norm * nu * slack));
     if (!(th >= tol_floor))
       throw failure(k, r, "the operator is singular or too badly conditioned for this precision (a step needs "
                           "hara tolerance " + number(th) + ")");
@@ -170,11 +174,24 @@ h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const 
   // X_0 = alpha I. Newton-Schulz squares the residual: a step whose residual did not fall carries too
   // much of hara's error, and is done again from X_k, ten times tighter; where that fails too, X_k itself
   // is off, or A is singular (or, from alpha I, indefinite: then the start becomes alpha A^T).
+  //   While r > 0.9 the steps are scaled (Pan and Schreiber's acceleration): X_{k+1} = 2 beta X_k - beta^2
+  // X_k A X_k, exact residual (I - beta B)^2, B = A X_k with its spectrum in [0, M] (M <= 1 after a step,
+  // about 1 at the start). The plain step (beta = 1) only doubles B's small eigenvalues; beta up to 2
+  // moves them up to 4 times as fast at the price of pulling the top ones down, which pays while nearly
+  // all of the residual is in the small ones: kernel matrices plus a nugget, whose spectrum crowds there,
+  // spend their first 8-10 steps so (cheap in 2D, in 3D each costs hara's near-field sampling, about
+  // 3,500 samples). beta minimizes the exact step's residual on the probes, ||G - 2 beta B G + beta^2 B^2
+  // G||, a quartic from their inner products, over [1, 2 / (M + 0.1)]: the margin keeps beta B's top under
+  // 2 (above it a component's residual grows without bound) against hara's errors. Scaling to the end
+  // took 10 steps instead of 18 on a 2D Matern system but more time: its last steps needed higher ranks.
   h2_matrix<T, Space> X;
   bool transposed = !A.symmetric();
   T alpha = transposed ? T(1 / (norm * norm)) : T(1 / norm);
   double r = 0, nu = 0;
-  auto P = matrix<T, Space>::uninitialized(n, 2 * probes, ctx);  // [B G, B^2 G] for B = A X_k
+  auto P = matrix<T, Space>::uninitialized(n, 3 * probes, ctx);  // [G, B G, B^2 G] for B = A X_k
+  auto Gram = matrix<T, Space>::uninitialized(3 * probes, 3 * probes, ctx);
+  copy_2d(*ctx, std::size_t(n), std::size_t(probes), G.data(), std::size_t(n), P.data(), std::size_t(n));
+  const auto BG = P.columns(probes, probes), BBG = P.columns(2 * probes, probes);
   // B V into out, for the start's expression or X_k.
   auto product_k = [&](int k, const_view<T, Space> V, view<T, Space> out) {
     if (k > 0) product(X, V, out);
@@ -185,13 +202,28 @@ h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const 
     const auto t0 = clock::now();
     rep = inverse_report{.norm_estimate = norm, .transposed_start = transposed};
     tighten = 1, slack = 1, last_c = 1;
-    product_k(0, G.view(), P.columns(0, probes));
+    product_k(0, G.view(), BG);
     auto W = matrix<T, Space>::uninitialized(n, probes, ctx);
-    copy_2d(*ctx, std::size_t(n), std::size_t(probes), P.data(), std::size_t(n), W.data(), std::size_t(n));
+    copy_2d(*ctx, std::size_t(n), std::size_t(probes), BG.data(), std::size_t(n), W.data(), std::size_t(n));
     axpy(*ctx, gsize, T(-1), G.data(), W.data());
     r = norm_of(W) / g_norm;
     nu = transposed ? per_row(alpha * transpose(A)) : double(alpha);
     log(0, r, 0, 0, std::chrono::duration<double>(clock::now() - t0).count());
+  };
+  // beta for step k + 1 (B^2 G in P): the minimizer of the quartic on a fine grid.
+  auto choose_beta = [&](int k) {
+    gemm_strided_batched(*ctx, op::transpose, op::none, 3 * probes, 3 * probes, int(n), T(1), P.data(), int(n), 0,
+                         P.data(), int(n), 0, T(0), Gram.data(), 3 * probes, 0, 1);
+    const Eigen::MatrixXd g = to_dense(Gram.view()).template cast<double>();
+    auto dot = [&](int a, int b) { return g.block(a * probes, b * probes, probes, probes).trace(); };
+    const double aa = dot(0, 0), ab = dot(0, 1), ac = dot(0, 2), bb = dot(1, 1), bc = dot(1, 2), cc = dot(2, 2);
+    auto q = [&](double b) { return aa - 4 * b * ab + b * b * (2 * ac + 4 * bb) - 4 * b * b * b * bc + b * b * b * b * cc; };
+    const double top = k > 0 ? 1.0 : 1.01;  // the start's M: alpha from a norm estimate within 0.3% (0.6% squared)
+    const double hi = 2 / (top + 0.1);
+    double best = 1, q_best = q(1);
+    for (int i = 1; i <= 1000; ++i)
+      if (const double b = 1 + (hi - 1) * i / 1000, v = q(b); v < q_best) best = b, q_best = v;
+    return best;
   };
   restart();
   int k = 0, rejected_in_a_row = 0;
@@ -200,24 +232,26 @@ h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const 
     if (k + rep.rejected >= o.max_iterations)
       throw failure(k, r, "no convergence in max_iterations = " + std::to_string(o.max_iterations));
     const auto t0 = clock::now();
-    // Z = (I - B)^2 G = G - 2 B G + B^2 G: the exact step's residual on the probes.
-    product_k(k, P.columns(0, probes), P.columns(probes, probes));
+    // Z = (I - beta B)^2 G = G - 2 beta B G + beta^2 B^2 G: the exact step's residual on the probes.
+    product_k(k, BG, BBG);
+    const double beta = r > 0.9 ? choose_beta(k) : 1.0;
     auto Z = matrix<T, Space>::uninitialized(n, probes, ctx);
     copy_2d(*ctx, std::size_t(n), std::size_t(probes), G.data(), std::size_t(n), Z.data(), std::size_t(n));
-    axpy(*ctx, gsize, T(-2), P.data(), Z.data());
-    axpy(*ctx, gsize, T(1), P.columns(probes, probes).data(), Z.data());
-    const double th = step_tolerance(r, norm_of(Z) / g_norm, nu, k + 1);
+    axpy(*ctx, gsize, T(-2 * beta), BG.data(), Z.data());
+    axpy(*ctx, gsize, T(beta * beta), BBG.data(), Z.data());
+    const double th = step_tolerance(r, norm_of(Z) / g_norm, nu, beta, k + 1);
+    const T b1 = T(2 * beta), b2 = T(beta * beta);
     h2_matrix<T, Space> next;
-    if (k > 0) next = build(T(2) * X - X * A * X, th, k + 1, r);
-    else if (!transposed) next = build(T(2) * alpha * I - (alpha * alpha) * A, th, 1, r);
-    else next = build(T(2) * alpha * transpose(A) - (alpha * alpha) * (transpose(A) * A * transpose(A)), th, 1, r);
+    if (k > 0) next = build(b1 * X - b2 * (X * A * X), th, k + 1, r);
+    else if (!transposed) next = build((b1 * alpha) * I - (b2 * alpha * alpha) * A, th, 1, r);
+    else next = build((b1 * alpha) * transpose(A) - (b2 * alpha * alpha) * (transpose(A) * A * transpose(A)), th, 1, r);
     // -(I - A X_{k+1}) G = A X_{k+1} G - G, and what hara's error added: its distance from Z.
     auto Wn = matrix<T, Space>::uninitialized(n, probes, ctx);
     product(next, G.view(), Wn.view());
     axpy(*ctx, gsize, T(-1), G.data(), Wn.data());
     const double rn = norm_of(Wn) / g_norm;
     axpy(*ctx, gsize, T(1), Wn.data(), Z.data());
-    const double e = norm_of(Z) / g_norm, c = e / (th * 2 * norm * nu);  // hara's share, the bound's slack
+    const double e = norm_of(Z) / g_norm, c = e / (th * 2 * beta * norm * nu);  // hara's share, the bound's slack
     if (!(rn < r)) {
       ++rep.rejected, ++rejected_in_a_row, tighten *= 0.1, slack = 1, last_c = 1;
       if (o.verbose)
@@ -237,15 +271,15 @@ h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const 
     rejected_in_a_row = 0, tighten = std::min(1.0, 3 * tighten);
     if (std::isfinite(c)) slack = std::clamp(4 * std::max(c, last_c), slack / 10, 1.0), last_c = c;
     ++k;
-    rep.hara_error.push_back(e);
+    rep.hara_error.push_back(e), rep.scaling.push_back(beta);
     log(k, rn, th, max_rank(next), std::chrono::duration<double>(clock::now() - t0).count());
     rep.steps.push_back(std::move(last_hara));
     X = std::move(next);
     r = rn;
     nu = per_row(X);
-    // P's first block for X_{k+1}: A X_{k+1} G = Wn + G.
+    // B G for X_{k+1}: A X_{k+1} G = Wn + G.
     axpy(*ctx, gsize, T(1), G.data(), Wn.data());
-    copy_2d(*ctx, std::size_t(n), std::size_t(probes), Wn.data(), std::size_t(n), P.data(), std::size_t(n));
+    copy_2d(*ctx, std::size_t(n), std::size_t(probes), Wn.data(), std::size_t(n), BG.data(), std::size_t(n));
   }
   rep.iterations = k;
   rep.total_seconds = std::chrono::duration<double>(clock::now() - t_start).count();
