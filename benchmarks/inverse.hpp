@@ -83,11 +83,12 @@ void gp_benchmark(const char* kernel_name, Kernel kernel, int log2n, const std::
     const double t_inv = since(t0);
     int rank = 0;
     for (int r : X.ranks()) rank = std::max(rank, r);
-    std::printf("inverse(., %.0e): %2d steps  %8.2f s  max rank %3d  %8.1f MB  residual %.1e  samples %d\n", tol,
-                rep.iterations, t_inv, rank, X.memory_bytes() / 1e6, rep.residual.back(), rep.samples);
-    std::printf("  per step (residual, hara tol, max rank, s):");
+    std::printf("inverse(., %.0e): %2d steps  %8.2f s  max rank %3d  %8.1f MB  residual %.1e  samples %d  rejected %d\n",
+                tol, rep.iterations, t_inv, rank, X.memory_bytes() / 1e6, rep.residual.back(), rep.samples, rep.rejected);
+    std::printf("  per step (beta, residual, hara tol, max rank, s):");
     for (std::size_t k = 1; k < rep.residual.size(); ++k)
-      std::printf(" [%.1e %.0e %d %.2f]", rep.residual[k], rep.tolerance[k], rep.max_rank[k], rep.seconds[k]);
+      std::printf(" [%.2f %.1e %.0e %d %.2f]", rep.scaling[k - 1], rep.residual[k], rep.tolerance[k], rep.max_rank[k],
+                  rep.seconds[k]);
     std::printf("\n");
     double sampling = 0, ara = 0, rest = 0;
     for (const auto& h : rep.steps) sampling += h.seconds_sampling, ara += h.seconds_ara, rest += h.seconds - h.seconds_sampling - h.seconds_ara;

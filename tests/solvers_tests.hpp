@@ -151,6 +151,13 @@ TYPED_TEST_P(solvers_test, inverse_residual_follows_the_tolerance) {
       EXPECT_EQ(int(rep.residual.size()), rep.iterations + 1) << what;
       EXPECT_EQ(int(rep.hara_error.size()), rep.iterations) << what;
       EXPECT_EQ(int(rep.steps.size()), rep.iterations) << what;
+      ASSERT_EQ(int(rep.scaling.size()), rep.iterations) << what;
+      for (std::size_t k = 0; k < rep.scaling.size(); ++k) {
+        // Scaled steps stay where beta A X_k's spectrum stays below 2: beta in [1, 2 / 1.1], plain late on.
+        EXPECT_GE(rep.scaling[k], 1.0) << what << ", step " << k + 1;
+        EXPECT_LE(rep.scaling[k], 2 / 1.1 + 1e-12) << what << ", step " << k + 1;
+        if (rep.residual[k] <= 0.9) EXPECT_EQ(rep.scaling[k], 1.0) << what << ", step " << k + 1;
+      }
       for (std::size_t k = 0; k < rep.hara_error.size(); ++k) {
         // What hara's error added is measured, finite, and (the step accepted) kept the residual falling.
         EXPECT_TRUE(std::isfinite(rep.hara_error[k]) && rep.hara_error[k] >= 0) << what << ", step " << k + 1;

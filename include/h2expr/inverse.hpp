@@ -17,7 +17,8 @@
 // corrected by what the last steps' errors measurably added (the bound overstates it 10-100 times on
 // kernel matrices, and the ranks follow the tolerance); a step whose residual grows is done again at the
 // bound, ten times tighter. While r > 0.9 the steps are scaled, X_{k+1} = 2 beta X_k - beta^2 X_k A X_k with
-// beta in [1, 1.8] from the probes (below): that halves the early steps on kernel matrices.
+// beta in [1, 2 / 1.1] from the probes (below; beta = 1 again after a rejected step): that saves a
+// quarter to a third of the steps on kernel matrices.
 //
 // An operator that is singular, or too badly conditioned for T, raises numerical_failure naming the
 // residual reached (a step needs a tolerance below what T resolves), as does max_iterations (steps,
@@ -49,7 +50,8 @@ struct inverse_report {
   std::vector<int> max_rank;      // the largest rank of X_k (0 for the start)
   std::vector<double> seconds;    // per step, its residual estimate included
   std::vector<hara_report> steps; // hara's report of each accepted step (index 0: step 1)
-  std::vector<double> hara_error; // what each accepted step's hara error added to its residual (index 0: step 1)
+  std::vector<double> hara_error; // each accepted step's ||(I - A X_{k+1}) G - (I - beta A X_k)^2 G|| / ||G||:
+                                  // what its hara error added, the distance from the exact step (index 0: step 1)
   std::vector<double> scaling;    // each accepted step's beta (X_{k+1} = 2 beta X_k - beta^2 X_k A X_k; 1: plain)
   double norm_estimate = 0;       // ||A||_2
   bool transposed_start = false;  // X_0 = alpha A^T (else alpha I)
@@ -61,7 +63,8 @@ struct inverse_report {
 // Members in this order, so designated initializers work in any subset.
 struct inverse_options {
   int max_iterations = 64;      // Newton-Schulz steps
-  bool verbose = false;         // a line per step on std::clog: residual, hara tolerance, ranks, time
+  bool verbose = false;         // a line per step on std::clog: residual, scaling, hara tolerance and the
+                                // error it added, max rank, time; and each rejected step
   inverse_report* report = nullptr;
   std::uint64_t seed = 0x6a09e667f3bcc908ull;
 };
@@ -130,10 +133,11 @@ h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const 
     for (int k : X.ranks()) m = std::max(m, k);
     return m;
   };
-  // What a step may add to the residual: a quarter of max(tol, z), z = ||(I - A X_k)^2 G|| / ||G|| the
-  // exact step's residual (measured before the step), but never above 0.05 while r is near 1: there the
-  // residual falls by r (1 - r) a step, and an error that lifts one converged component's |1 - lambda x|
-  // above 1 grows from then on. Its hara tolerance: from ||A E||_F <= ||A||_2 ||E||_F and ||X_{k+1}||_F <=
+  // What a step may add to the residual: a quarter of max(tol, z), z = ||(I - beta A X_k)^2 G|| / ||G||
+  // the exact step's residual (measured before the step; no tolerance makes the step end below it, so
+  // the error costs at most a quarter more than the exact step), but never above 0.05 while r is near 1:
+  // there the residual falls by r (1 - r) a step, and an error that lifts one converged component's
+  // |1 - lambda x| above 1 grows from then on (half of r^2, about 0.4 there, did that). Its hara tolerance: from ||A E||_F <= ||A||_2 ||E||_F and ||X_{k+1}||_F <=
   // 2 beta ||X_k||_F (||2 I - beta A X_k||_2 <= 2 while it converges) the bound th 2 beta ||A||_2 nu,
   // divided by its `slack`, and times `tighten`: a tenth after a rejected step, relaxed threefold (up to
   // 1) after an accepted one.
@@ -234,7 +238,9 @@ h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const 
     const auto t0 = clock::now();
     // Z = (I - beta B)^2 G = G - 2 beta B G + beta^2 B^2 G: the exact step's residual on the probes.
     product_k(k, BG, BBG);
-    const double beta = r > 0.9 ? choose_beta(k) : 1.0;
+    // After a rejected step the plain one: a scaled step that failed would fail again at any tolerance
+    // where the norm estimate, not hara, put beta B's top past 2.
+    const double beta = r > 0.9 && rejected_in_a_row == 0 ? choose_beta(k) : 1.0;
     auto Z = matrix<T, Space>::uninitialized(n, probes, ctx);
     copy_2d(*ctx, std::size_t(n), std::size_t(probes), G.data(), std::size_t(n), Z.data(), std::size_t(n));
     axpy(*ctx, gsize, T(-2 * beta), BG.data(), Z.data());
