@@ -29,6 +29,7 @@
 #include <climits>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -53,13 +54,13 @@ class scratch {
 
 inline op flip(op t) { return t == op::none ? op::transpose : op::none; }
 
-// f(leaf) for every leaf of an expression, left to right (a solve counts as a leaf).
+// f(leaf) for every leaf of an expression, left to right: an operand, or a node without children()
+// (a solve: its factor is what it runs on).
 template <class X, class F>
 void for_each_leaf(const X& x, F&& f) {
-  if constexpr (is_leaf<X>::value) f(x);
-  else if constexpr (requires { x.factor; }) f(x);
-  else if constexpr (requires { x.inner; }) for_each_leaf(x.inner, f);
-  else for_each_leaf(x.left, f), for_each_leaf(x.right, f);
+  if constexpr (!is_leaf<X>::value && requires { x.children(); })
+    std::apply([&](const auto&... child) { (for_each_leaf(child, f), ...); }, x.children());
+  else f(x);
 }
 
 template <class T, class Space>

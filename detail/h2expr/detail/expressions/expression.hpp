@@ -25,6 +25,7 @@
 
 #include <concepts>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -163,6 +164,7 @@ struct binary_node : expression_node {
   template <class X, class Y>
   binary_node(X&& l, Y&& r) : left(std::forward<X>(l)), right(std::forward<Y>(r)) {}
   static constexpr auto leaf_types() { return boost::hana::concat(detail::leaf_types<L>(), detail::leaf_types<R>()); }
+  auto children() const { return std::tie(left, right); }
 };
 }  // namespace detail
 
@@ -200,6 +202,7 @@ struct scaled_expr : detail::expression_node {
   index rows() const { return inner.rows(); }
   index cols() const { return inner.cols(); }
   static constexpr auto leaf_types() { return detail::leaf_types<E>(); }
+  auto children() const { return std::tie(inner); }
 };
 
 // inner^T: evaluated by applying inner transposed (sums and products transpose term by term).
@@ -214,6 +217,7 @@ struct transpose_expr : detail::expression_node {
   index rows() const { return inner.cols(); }
   index cols() const { return inner.rows(); }
   static constexpr auto leaf_types() { return detail::leaf_types<E>(); }
+  auto children() const { return std::tie(inner); }
 };
 
 // S^{-1} through a Cholesky factor of S (copies of a factor share it).
