@@ -1,0 +1,312 @@
+#pragma once
+// batched_ara(M, tol, options): adaptive randomized approximation of a batch of small operators of
+// different sizes, M_i ~= U_i V_i^T with U_i orthonormal, from products with blocks of vectors alone
+// (section 2 of the HARA paper). The tolerance is relative per item, in the Frobenius norm:
+// ||M_i - U_i V_i^T||_F <~ tol ||M_i||_F. Same algorithm on every space.
+//
+//   auto lr = batched_ara(blocks, 1e-6, {.max_rank = 64, .block_size = 32});
+//   lr.rank(i), lr.U(i), lr.V(i), lr.converged(i)
+#include <h2expr/detail/core/error.hpp>
+#include <h2expr/detail/operands/matrix.hpp>
+#include <h2expr/detail/primitives/block_batch.hpp>
+#include <h2expr/detail/randomized/ara.hpp>
+#include <h2expr/detail/randomized/batched_sampler.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace h2expr {
+
+// Members in this order, so designated initializers work in any subset.
+struct ara_options {
+  int max_rank = 0;                        // per item; 0: no cap but the item's size. The basis of item i
+                                           // takes rows_i x (cap + max(block_size, r)) of workspace
+  int block_size = 32;                     // samples per round and item, 1..64
+  int converge_samples = 10;               // r: consecutive small samples that end an item
+  std::uint64_t seed = 0x2545f4914f6cdd1dull;
+  bool sharpen = true;                     // final SVD of the small core: the least rank meeting tol
+  bool throw_on_rank_cap = false;          // rank_cap_reached when an item stops at max_rank unconverged
+};
+
+inline void validate(const ara_options& o) {
+  detail::require(o.max_rank >= 0, "ara_options: max_rank must be >= 0 (got " + std::to_string(o.max_rank) + ")");
+  detail::require(o.block_size >= 1 && o.block_size <= 64,
+                  "ara_options: block_size must be in 1..64 (got " + std::to_string(o.block_size) + ")");
+  detail::require(o.converge_samples >= 1,
+                  "ara_options: converge_samples must be >= 1 (got " + std::to_string(o.converge_samples) + ")");
+}
+
+// The result: item i is approximated by U(i) V(i)^T, U(i) rows_i x rank(i) with orthonormal columns.
+template <class T, class Space = host>
+class low_rank_batch {
+ public:
+  int size() const { return int(samples_.size()); }
+  int rank(int i) const { return U_.cols(i); }
+  const_view<T, Space> U(int i) const { return U_.item(i); }
+  const_view<T, Space> V(int i) const { return V_.item(i); }
+  bool converged(int i) const { return converged_[std::size_t(i)] != 0; }  // false: stopped at max_rank
+  int samples(int i) const { return samples_[std::size_t(i)]; }             // random samples taken
+  int rounds() const { return rounds_; }                                     // sampling rounds of the batch
+  std::vector<int> unconverged() const {
+    std::vector<int> out;
+    for (int i = 0; i < size(); ++i)
+      if (!converged(i)) out.push_back(i);
+    return out;
+  }
+
+ private:
+  template <class T2, class S2>
+  friend low_rank_batch<T2, S2> batched_ara(const batched_sampler<T2, S2>&, double, const ara_options&);
+  detail::block_batch<T, Space> U_, V_;
+  std::vector<int> samples_;
+  std::vector<char> converged_;
+  int rounds_ = 0;
+};
+
+template <class T, class Space>
+low_rank_batch<T, Space> batched_ara(const batched_sampler<T, Space>& M, double tol, const ara_options& o = {}) {
+  detail::require<invalid_tolerance>(std::isfinite(tol) && tol > 0 && tol < 1,
+                                     "batched_ara: the tolerance must be in (0, 1), got " + std::to_string(tol));
+  validate(o);
+  const auto& ctx = M.context_ptr();
+  auto& c = *ctx;
+  const int count = M.size(), bs = o.block_size, r = o.converge_samples;
+  std::vector<int> rows(count), cols(count), full(count), limit(count);
+  std::vector<std::size_t> omega_offset(count);
+  std::size_t omega_size = 0;
+  for (int i = 0; i < count; ++i) {
+    rows[i] = M.rows(i), cols[i] = M.cols(i), full[i] = std::min(rows[i], cols[i]);
+    // Room for r columns past max_rank: sharpening may still bring such a basis under the cap.
+    limit[i] = o.max_rank > 0 ? std::min(full[i], o.max_rank + r) : full[i];
+    omega_offset[i] = omega_size;
+    omega_size += std::size_t(cols[i]) * std::size_t(bs);
+  }
+
+  // Range: Q_i with the samples' span, round by round.
+  detail::range_finder<T, Space> rf(ctx, rows, full, limit, {tol, bs, r});
+  detail::buffer<T, Space> omega(ctx, omega_size);
+  rf.run(
+      [&](const detail::ara_round<T>& round) {
+        const int n = int(round.items.size());
+        std::vector<int> in_rows(n), in_ld(n);
+        std::vector<T*> in(n);
+        int max_in = 0;
+        for (int p = 0; p < n; ++p) {
+          const int i = round.items[std::size_t(p)];
+          in_rows[p] = cols[i], in_ld[p] = std::max(cols[i], 1), in[p] = omega.data() + omega_offset[i];
+          max_in = std::max(max_in, cols[i]);
+        }
+        detail::buffer<int, Space> sizes_d(ctx, detail::concatenate<int>({in_rows, round.samples, in_ld}));
+        detail::buffer<T*, Space> in_d(ctx, in);
+        const int max_s = *std::max_element(round.samples.begin(), round.samples.end());
+        detail::fill_random_vbatched<T>(c, detail::distribution::normal, sizes_d.data(), sizes_d.data() + n,
+                                        in_d.data(), sizes_d.data() + 2 * n, round.seed, n, max_in, max_s);
+        M.apply(sample_batch<T, Space>(ctx, false, round.items, in_rows, round.rows, round.samples,
+                                       std::vector<const T*>(in.begin(), in.end()), in_ld, round.outputs, round.ld));
+      },
+      o.seed);
+
+  // An item whose basis reached its full size min(rows, cols) is represented exactly instead: its last
+  // columns came from residuals near T's rounding level, which need not span what was left (seen in
+  // float at tol 1e-4). rows <= cols: Q = I; rows > cols: Q = orth(M I), by Householder QR. One upload
+  // of identities and one batched call per group, however many items there are.
+  {
+    std::vector<int> id_items, id_n, id_ld, qr_items, qr_m, qr_n, qr_ld;
+    std::vector<std::size_t> id_offset, qr_offset;
+    std::size_t eye_size = 0;
+    for (int i = 0; i < count; ++i) {
+      if (full[i] == 0 || rf.state(i).columns < full[i]) continue;
+      const int k = full[i];  // the identity's size: rows (Q itself) or cols (M's input)
+      if (rows[i] <= cols[i]) id_items.push_back(i), id_n.push_back(k), id_ld.push_back(rf.ld(i)), id_offset.push_back(eye_size);
+      else
+        qr_items.push_back(i), qr_m.push_back(rows[i]), qr_n.push_back(k), qr_ld.push_back(rf.ld(i)),
+            qr_offset.push_back(eye_size);
+      eye_size += std::size_t(k) * std::size_t(k);
+    }
+    if (eye_size > 0) {
+      std::vector<T> eyes(eye_size, T(0));
+      for (int i = 0, o = 0; i < count; ++i) {
+        if (full[i] == 0 || rf.state(i).columns < full[i]) continue;
+        for (int j = 0; j < full[i]; ++j) eyes[std::size_t(o) + std::size_t(j) * (full[i] + 1)] = T(1);
+        o += full[i] * full[i];
+      }
+      detail::buffer<T, Space> eyes_d(ctx, eyes);
+      auto eye = [&](std::size_t offset) { return eyes_d.data() + offset; };
+      if (!id_items.empty()) {  // Q = I I: the identity, written by one batched product (exact)
+        const int n = int(id_items.size()), max_k = *std::max_element(id_n.begin(), id_n.end());
+        std::vector<T*> e(n), q(n);
+        for (int p = 0; p < n; ++p) e[p] = eye(id_offset[p]), q[p] = rf.basis(id_items[p]);
+        detail::buffer<int, Space> sizes_d(ctx, detail::concatenate<int>({id_n, id_ld}));
+        detail::buffer<T*, Space> ptr_d(ctx, detail::concatenate<T*>({e, q}));
+        const T* const* e_d = ptr_d.data();
+        detail::gemm_vbatched<T>(c, detail::op::none, detail::op::none, sizes_d.data(), sizes_d.data(), sizes_d.data(),
+                                 T(1), e_d, sizes_d.data(), e_d, sizes_d.data(), T(0), ptr_d.data() + n,
+                                 sizes_d.data() + n, n, max_k, max_k, max_k);
+      }
+      if (!qr_items.empty()) {  // Q = M I, then its Householder Q in place
+        const int n = int(qr_items.size());
+        std::vector<const T*> in(n);
+        std::vector<T*> out(n);
+        for (int p = 0; p < n; ++p) in[p] = eye(qr_offset[p]), out[p] = rf.basis(qr_items[p]);
+        M.apply(sample_batch<T, Space>(ctx, false, qr_items, qr_n, qr_m, qr_n, in, qr_n, out, qr_ld));
+        detail::buffer<int, Space> sizes_d(ctx, detail::concatenate<int>({qr_m, qr_n, qr_ld}));
+        detail::buffer<T*, Space> a_d(ctx, out);
+        detail::qr_vbatched<T>(c, sizes_d.data(), sizes_d.data() + n, a_d.data(), sizes_d.data() + 2 * n, nullptr,
+                               nullptr, n, *std::max_element(qr_m.begin(), qr_m.end()),
+                               *std::max_element(qr_n.begin(), qr_n.end()));
+      }
+    }
+  }
+
+  // Projection: Vt_i = M_i^T Q_i (cols_i x k_i), k_i the columns that enter the result.
+  std::vector<int> items, k_of, m_of, n_of, ldq, ldv;
+  std::vector<T*> q_ptr, v_ptr;
+  std::vector<std::size_t> v_offset;
+  std::size_t v_size = 0;
+  for (int i = 0; i < count; ++i) {
+    const int k = rf.state(i).columns;
+    if (k == 0) continue;
+    items.push_back(i), k_of.push_back(k), m_of.push_back(rows[i]), n_of.push_back(cols[i]);
+    ldq.push_back(rf.ld(i)), ldv.push_back(std::max(cols[i], 1)), q_ptr.push_back(rf.basis(i));
+    v_offset.push_back(v_size);
+    v_size += std::size_t(cols[i]) * std::size_t(k);
+  }
+  const int np = int(items.size());
+  detail::buffer<T, Space> Vt(ctx, v_size);
+  for (int p = 0; p < np; ++p) v_ptr.push_back(Vt.data() + v_offset[std::size_t(p)]);
+  if (np > 0)
+    M.apply_transpose(sample_batch<T, Space>(ctx, true, items, m_of, n_of, k_of,
+                                             std::vector<const T*>(q_ptr.begin(), q_ptr.end()), ldq, v_ptr, ldv));
+
+  // Final ranks f_i and the k_i x f_i matrices that mix Q's columns into U and Vt's into V:
+  // sharpened, U = Q Z(:, 1:f) and V = W(:, 1:f) diag(S) from the SVD Vt = W S Z^T, keeping the least
+  // f whose discarded singular values stay within 0.9 tol of the core's norm; otherwise U = Q P and
+  // V = Vt P with P the first f columns of the identity (f = k unless max_rank cuts it).
+  int max_m = 0, max_n = 0, max_k = 0;
+  for (int p = 0; p < np; ++p)
+    max_m = std::max(max_m, m_of[p]), max_n = std::max(max_n, n_of[p]), max_k = std::max(max_k, k_of[p]);
+  detail::buffer<int, Space> m_d(ctx, m_of), n_d(ctx, n_of), k_d(ctx, k_of), ldq_d(ctx, ldq), ldv_d(ctx, ldv);
+  detail::buffer<T*, Space> q_d(ctx, q_ptr), v_d(ctx, v_ptr);
+  std::vector<int> f(count, 0), ldk(np);
+  std::vector<char> capped(count, 0);
+  std::vector<std::size_t> k2_offset(np);
+  std::size_t k2_size = 0, s_size = 0;
+  for (int p = 0; p < np; ++p) {
+    ldk[p] = k_of[p], k2_offset[p] = k2_size;
+    k2_size += std::size_t(k_of[p]) * std::size_t(k_of[p]);
+    s_size += std::size_t(k_of[p]);
+  }
+  detail::buffer<int, Space> ldk_d(ctx, ldk);
+  detail::buffer<T, Space> Z(ctx, o.sharpen ? k2_size : 0), S(ctx, o.sharpen ? s_size : 0);
+  std::vector<T*> z_ptr(np), s_ptr(np);
+  std::vector<T> mix(k2_size, T(0));  // host-built k x f blocks (diag(S) or a selection), ld k
+  std::vector<T> s_host;
+  if (o.sharpen && np > 0) {
+    std::size_t so = 0;
+    for (int p = 0; p < np; ++p) z_ptr[p] = Z.data() + k2_offset[p], s_ptr[p] = S.data() + so, so += k_of[p];
+    detail::buffer<T*, Space> z_d(ctx, z_ptr), s_d(ctx, s_ptr);
+    detail::svd_vbatched<T>(c, n_d.data(), k_d.data(), v_d.data(), ldv_d.data(), s_d.data(), z_d.data(),
+                            ldk_d.data(), np, max_n, max_k);
+    s_host = S.to_host();
+  }
+  std::size_t so = 0;
+  for (int p = 0; p < np; ++p) {
+    const int i = items[p], k = k_of[p];
+    int keep = 0;
+    T* block = mix.data() + k2_offset[p];
+    if (o.sharpen) {
+      const T* sv = s_host.data() + so;
+      so += std::size_t(k);
+      double total = 0, tail = 0;
+      for (int l = 0; l < k; ++l) total += double(sv[l]) * double(sv[l]);
+      const double budget = 0.81 * tol * tol * total;
+      keep = k;
+      while (keep > 0 && tail + double(sv[keep - 1]) * double(sv[keep - 1]) <= budget)
+        tail += double(sv[keep - 1]) * double(sv[keep - 1]), --keep;
+      if (o.max_rank > 0 && keep > o.max_rank) capped[i] = 1, keep = o.max_rank;
+      for (int l = 0; l < keep; ++l) block[l + std::size_t(l) * k] = sv[l];
+    } else {
+      keep = k;
+      if (o.max_rank > 0 && keep > o.max_rank) capped[i] = 1, keep = o.max_rank;
+      for (int l = 0; l < keep; ++l) block[l + std::size_t(l) * k] = T(1);
+    }
+    f[i] = keep;
+  }
+
+  low_rank_batch<T, Space> out;
+  std::vector<int> u_rows(count), v_rows(count);
+  for (int i = 0; i < count; ++i) u_rows[i] = rows[i], v_rows[i] = cols[i];
+  out.U_ = detail::block_batch<T, Space>(ctx, u_rows, f);
+  out.V_ = detail::block_batch<T, Space>(ctx, v_rows, f);
+  if (np > 0) {
+    detail::buffer<T, Space> mix_d(ctx, mix);
+    std::vector<int> f_of(np), ldu(np);
+    std::vector<T*> u_ptr(np), vo_ptr(np), mix_ptr(np);
+    int max_f = 0;
+    for (int p = 0; p < np; ++p) {
+      const int i = items[p];
+      f_of[p] = f[i], ldu[p] = std::max(rows[i], 1), max_f = std::max(max_f, f[i]);
+      u_ptr[p] = out.U_.item(i).data(), vo_ptr[p] = out.V_.item(i).data();
+      mix_ptr[p] = mix_d.data() + k2_offset[p];
+    }
+    detail::buffer<int, Space> f_d(ctx, f_of), ldu_d(ctx, ldu);
+    detail::buffer<T*, Space> u_d(ctx, u_ptr), vo_d(ctx, vo_ptr), mix_pd(ctx, mix_ptr);
+    detail::buffer<T*, Space> zmix_d(ctx, o.sharpen ? z_ptr : mix_ptr);
+    detail::gemm_vbatched<T>(c, detail::op::none, detail::op::none, m_d.data(), f_d.data(), k_d.data(), T(1),
+                             q_d.data(), ldq_d.data(), zmix_d.data(), ldk_d.data(), T(0), u_d.data(), ldu_d.data(), np,
+                             max_m, max_f, max_k);
+    detail::gemm_vbatched<T>(c, detail::op::none, detail::op::none, n_d.data(), f_d.data(), k_d.data(), T(1),
+                             v_d.data(), ldv_d.data(), mix_pd.data(), ldk_d.data(), T(0), vo_d.data(), ldv_d.data(), np,
+                             max_n, max_f, max_k);
+  }
+  out.samples_.resize(count), out.converged_.resize(count);
+  std::vector<int> failed;
+  for (int i = 0; i < count; ++i) {
+    const auto& s = rf.state(i);
+    out.samples_[i] = s.samples;
+    out.converged_[i] = s.converged && !capped[i];
+    if (!out.converged_[i]) failed.push_back(i);
+  }
+  out.rounds_ = rf.rounds();
+  if (o.throw_on_rank_cap && !failed.empty()) {
+    std::string list;
+    for (std::size_t j = 0; j < std::min<std::size_t>(failed.size(), 8); ++j)
+      list += (j ? ", " : "") + std::to_string(failed[j]);
+    if (failed.size() > 8) list += ", ...";
+    throw rank_cap_reached("h2expr: batched_ara: " + std::to_string(failed.size()) + " of " + std::to_string(count) +
+                           " items reached max_rank = " + std::to_string(o.max_rank) + " before tol = " +
+                           std::to_string(tol) + " (items " + list + ")");
+  }
+  return out;
+}
+
+// A batch of explicit blocks (sizes may differ), sampled by batched gemm.
+template <class T, class Space>
+low_rank_batch<T, Space> batched_ara(const std::vector<matrix<T, Space>>& blocks, double tol,
+                                     const ara_options& o = {}) {
+  auto ctx = blocks.empty() ? default_context<Space>() : blocks.front().context_ptr();
+  std::vector<index> rows, cols;
+  for (const auto& b : blocks) rows.push_back(b.rows()), cols.push_back(b.cols());
+  auto product = [&blocks](const sample_batch<T, Space>& b) {
+    const int n = b.count();
+    std::vector<const T*> a(n);
+    std::vector<int> lda(n);
+    for (int p = 0; p < n; ++p) {
+      const auto& m = blocks[std::size_t(b.item(p))];
+      a[p] = m.data(), lda[p] = int(std::max<index>(m.rows(), 1));
+    }
+    const auto& ctx = blocks.front().context_ptr();
+    detail::buffer<const T*, Space> a_d(ctx, a);
+    detail::buffer<int, Space> lda_d(ctx, lda);
+    detail::gemm_vbatched<T>(b.context(), b.transposed() ? detail::op::transpose : detail::op::none, detail::op::none,
+                             b.output_rows(), b.samples(), b.input_rows(), T(1), a_d.data(), lda_d.data(), b.inputs(),
+                             b.input_ld(), T(0), b.outputs(), b.output_ld(), n, b.max_output_rows(), b.max_samples(),
+                             b.max_input_rows());
+  };
+  return batched_ara(batched_sampler<T, Space>(rows, cols, product, product, ctx), tol, o);
+}
+
+}  // namespace h2expr

@@ -1,0 +1,304 @@
+#pragma once
+// inverse(op, tol): an H2 approximation X of op^{-1} by Newton-Schulz, every step one hara():
+//
+//   X_{k+1} = hara(2 X_k - X_k A X_k, tol_k)          (I - A X_{k+1} = (I - A X_k)^2, to tol_k)
+//
+//   auto A = hx::hara(K + 1e-2 * hx::identity<double>(n), 1e-8);
+//   auto X = hx::inverse(A, 1e-2, {.verbose = true});   // then hx::cg(A, B, 1e-8, {}, X)
+//
+// op is any square expression with a structure (an H2 matrix, sums and products of them), which X
+// takes. The start is X_0 = alpha I for a symmetric operator (X stays symmetric, so it preconditions
+// CG), alpha = 1 / ||A||_2 (block Krylov): then ||I - A X_0||_2 < 1 for any positive definite A. Should
+// the residual grow (a symmetric indefinite A), and for a general A, the start is X_0 = alpha A^T with
+// alpha = 1 / ||A||_2^2, which converges for any non-singular A. The residual measured is
+// r = ||I - A X||_F / sqrt(n) (10 fixed Gaussian probes); it stops when r <= tol. Each step's hara
+// tolerance keeps what its error adds to the residual under min(0.05, max(tol, z) / 4), z the exact
+// step's residual: by the bound 2 ||A||_2 ||E||_F / sqrt(n) (from the estimates of ||A||_2 and ||X||_F)
+// corrected by what the last steps' errors measurably added (the bound overstates it 10-100 times on
+// kernel matrices, and the ranks follow the tolerance); a step whose residual grows is done again at the
+// bound, ten times tighter. While r > 0.9 the steps are scaled, X_{k+1} = 2 beta X_k - beta^2 X_k A X_k with
+// beta in [1, 2 / 1.1] from the probes (below; beta = 1 again after a rejected step): that saves a
+// quarter to a third of the steps on kernel matrices.
+//
+// An operator that is singular, or too badly conditioned for T, raises numerical_failure naming the
+// residual reached (a step needs a tolerance below what T resolves), as does max_iterations (steps,
+// rejected ones included) without convergence; never a silent wrong inverse.
+#include <h2expr/detail/core/error.hpp>
+#include <h2expr/detail/expressions/evaluate.hpp>
+#include <h2expr/detail/expressions/expression.hpp>
+#include <h2expr/detail/h2/compress.hpp>
+#include <h2expr/detail/h2/h2_matrix.hpp>
+#include <h2expr/detail/operands/diagonal_matrix.hpp>
+#include <h2expr/detail/operations/hara.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <iostream>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace h2expr {
+
+// What inverse() did, step by step (index 0: the start X_0).
+struct inverse_report {
+  int iterations = 0;             // Newton-Schulz steps (hara calls)
+  std::vector<double> residual;   // ||I - A X_k||_F / sqrt(n), k = 0 .. iterations
+  std::vector<double> tolerance;  // hara's tolerance of step k (0 for the start)
+  std::vector<int> max_rank;      // the largest rank of X_k (0 for the start)
+  std::vector<double> seconds;    // per step, its residual estimate included
+  std::vector<hara_report> steps; // hara's report of each accepted step (index 0: step 1)
+  std::vector<double> hara_error; // each accepted step's ||(I - A X_{k+1}) G - (I - beta A X_k)^2 G|| / ||G||:
+                                  // what its hara error added, the distance from the exact step (index 0: step 1)
+  std::vector<double> scaling;    // each accepted step's beta (X_{k+1} = 2 beta X_k - beta^2 X_k A X_k; 1: plain)
+  double norm_estimate = 0;       // ||A||_2
+  bool transposed_start = false;  // X_0 = alpha A^T (else alpha I)
+  int rejected = 0;               // steps done again at a tighter tolerance (their residual grew)
+  int samples = 0;                // columns hara sampled over all steps
+  double total_seconds = 0;
+};
+
+// Members in this order, so designated initializers work in any subset.
+struct inverse_options {
+  int max_iterations = 64;      // Newton-Schulz steps
+  bool verbose = false;         // a line per step on std::clog: residual, scaling, hara tolerance and the
+                                // error it added, max rank, time; and each rejected step
+  inverse_report* report = nullptr;
+  std::uint64_t seed = 0x6a09e667f3bcc908ull;
+};
+
+namespace detail {
+
+template <class T, class Space>
+h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const inverse_options& o) {
+  using clock = std::chrono::steady_clock;
+  const auto t_start = clock::now();
+  require<invalid_tolerance>(std::isfinite(tol) && tol > 0 && tol < 1,
+                             "inverse: the tolerance must be in (0, 1), got " + number(tol));
+  require(o.max_iterations >= 1, "inverse_options: max_iterations must be >= 1 (got " +
+                                      std::to_string(o.max_iterations) + ")");
+  require<dimension_mismatch>(A.rows() == A.cols(), "inverse: the operator is " + shape(A) + ", not square");
+  const auto& S = A.structure();
+  require<missing_structure>(!S.empty(), "inverse: the operator carries no structure (a lambda sampler): give it one "
+                                         "with sampler::with_structure");
+  const index n = A.rows();
+  const auto ctx = A.context_ptr();
+  inverse_report rep;
+  // ||A||_2: a lower bound within about 0.3%, so alpha ||A||_2 < 2 (the start converges) with room.
+  const double norm = krylov_two_norm<T, Space>(
+      ctx, n, n, [&](op t, const_view<T, Space> x, view<T, Space> y) {
+        if (t == op::none) A.apply(x, y);
+        else A.apply_transpose(x, y);
+      },
+      o.seed, 20, A.symmetric());
+  rep.norm_estimate = norm;
+  require<numerical_failure>(std::isfinite(norm) && norm > 0,
+                             "inverse: the operator is zero or not finite (||A||_2 estimate " + number(norm) + ")");
+  const auto I = identity<T, Space>(n, ctx);
+  const int probes = 10;
+  const std::uint64_t probe_seed = splitmix64(o.seed);
+  // The residual is measured on fixed probes G: r = ||(I - A X) G||_F / ||G||_F estimates
+  // ||I - A X||_F / sqrt(n), and nu = ||X||_F / sqrt(n) likewise.
+  const auto G = matrix<T, Space>::random(n, probes, probe_seed, ctx);
+  const std::size_t gsize = std::size_t(G.size());
+  auto norm_of = [&](const matrix<T, Space>& V) { return std::sqrt(sum_of_squares(*ctx, V.data(), std::size_t(V.size()))); };
+  const double g_norm = norm_of(G);
+  auto product = [&](const auto& X, const_view<T, Space> V, view<T, Space> out) { as_sampler(A * X).apply(V, out); };
+  auto per_row = [&](const auto& X) { return frobenius_estimate(X, probes, probe_seed) / std::sqrt(double(n)); };
+  const double eps = double(std::numeric_limits<T>::epsilon());
+  const double tol_floor = 10 * eps;  // hara resolves no finer in T: a step that needs it will not converge
+  auto log = [&](int k, double r, double th, int rank, double sec) {
+    rep.residual.push_back(r), rep.tolerance.push_back(th), rep.max_rank.push_back(rank), rep.seconds.push_back(sec);
+    if (o.verbose) {
+      std::clog << "inverse: step " << k << ", residual " << r;
+      if (k > 0)
+        std::clog << ", scaling " << rep.scaling.back() << ", hara tol " << th << " (its error added "
+                  << rep.hara_error.back() << ")";
+      std::clog << ", max rank " << rank << ", " << sec << " s" << std::endl;
+    }
+  };
+  // The error to throw (the report, when asked for, says how far it got).
+  auto failure = [&](int k, double r, const std::string& why) {
+    rep.iterations = int(rep.residual.size()) - 1;
+    rep.total_seconds = std::chrono::duration<double>(clock::now() - t_start).count();
+    if (o.report) *o.report = rep;
+    return numerical_failure("inverse: " + why + " at step " + std::to_string(k) +
+                             ", residual ||I - A X||_F / sqrt(n) = " + number(r) + " (tol " + number(tol) +
+                             ")");
+  };
+  auto max_rank = [](const h2_matrix<T, Space>& X) {
+    int m = 0;
+    for (int k : X.ranks()) m = std::max(m, k);
+    return m;
+  };
+  // What a step may add to the residual: a quarter of max(tol, z), z = ||(I - beta A X_k)^2 G|| / ||G||
+  // the exact step's residual (measured before the step; no tolerance makes the step end below it, so
+  // the error costs at most a quarter more than the exact step), but never above 0.05 while r is near 1:
+  // there the residual falls by r (1 - r) a step, and an error that lifts one converged component's
+  // |1 - lambda x| above 1 grows from then on (half of r^2, about 0.4 there, did that). Its hara tolerance: from ||A E||_F <= ||A||_2 ||E||_F and ||X_{k+1}||_F <=
+  // 2 beta ||X_k||_F (||2 I - beta A X_k||_2 <= 2 while it converges) the bound th 2 beta ||A||_2 nu,
+  // divided by its `slack`, and times `tighten`: a tenth after a rejected step, relaxed threefold (up to
+  // 1) after an accepted one.
+  //   The bound is off by orders of magnitude for the operators this is for: hara's error lies in its
+  // blocks' trailing singular directions, oscillatory ones, which a smoothing kernel plus a nugget maps
+  // with a gain near the nugget, not ||A||_2; yet its tolerance sets the ranks, so each step measures the
+  // error its hara did add, e = ||(I - A X_{k+1}) G - (I - beta A X_k)^2 G|| / ||G|| (the exact step from
+  // the same probes), and the next assumes 4 times the larger slack c = e / (th 2 beta ||A||_2 nu) of the
+  // last two steps: never looser than ten times the last assumption, never tighter than the bound, and
+  // back to the bound after a rejected step.
+  double tighten = 1, slack = 1, last_c = 1;
+  auto step_tolerance = [&](double r, double z, double nu, double beta, int k) {
+    const double target = std::min(0.05, 0.25 * std::max(tol, z));
+    const double th = std::min(0.5, tighten * target / (2 * beta * norm * nu * slack));
+    if (!(th >= tol_floor))
+      throw failure(k, r, "the operator is singular or too badly conditioned for this precision (a step needs "
+                          "hara tolerance " + number(th) + ")");
+    return th;
+  };
+  // One step's hara: a rank cap reached at a tolerance the operator cannot be compressed to is the
+  // inverse's failure (with its residual); every other error (memory, device) passes unchanged.
+  int tries = 0;
+  hara_report last_hara;
+  auto build = [&](auto&& expression, double th, int k, double r) {
+    hara_report hr;
+    try {
+      auto Xn = hara(std::forward<decltype(expression)>(expression), th,
+                     {.structure = S, .seed = o.seed + std::uint64_t(++tries), .report = &hr});
+      rep.samples += hr.samples;
+      last_hara = std::move(hr);
+      return Xn;
+    } catch (const rank_cap_reached& e) {
+      throw failure(k, r, "hara could not build the step at tolerance " + number(th) + " (" + e.what() + ")");
+    }
+  };
+
+  // The start X_0 and the steps. The first, X_1 = hara(2 X_0 - X_0 A X_0), is linear in A for
+  // X_0 = alpha I. Newton-Schulz squares the residual: a step whose residual did not fall carries too
+  // much of hara's error, and is done again from X_k, ten times tighter; where that fails too, X_k itself
+  // is off, or A is singular (or, from alpha I, indefinite: then the start becomes alpha A^T).
+  //   While r > 0.9 the steps are scaled (Pan and Schreiber's acceleration): X_{k+1} = 2 beta X_k - beta^2
+  // X_k A X_k, exact residual (I - beta B)^2, B = A X_k with its spectrum in [0, M] (M <= 1 after a step,
+  // about 1 at the start). The plain step (beta = 1) only doubles B's small eigenvalues; beta up to 2
+  // moves them up to 4 times as fast at the price of pulling the top ones down, which pays while nearly
+  // all of the residual is in the small ones: kernel matrices plus a nugget, whose spectrum crowds there,
+  // spend their first 8-10 steps so (cheap in 2D, in 3D each costs hara's near-field sampling, about
+  // 3,500 samples). beta minimizes the exact step's residual on the probes, ||G - 2 beta B G + beta^2 B^2
+  // G||, a quartic from their inner products, over [1, 2 / (M + 0.1)]: the margin keeps beta B's top under
+  // 2 (above it a component's residual grows without bound) against hara's errors. Scaling to the end
+  // took 10 steps instead of 18 on a 2D Matern system but more time: its last steps needed higher ranks.
+  h2_matrix<T, Space> X;
+  bool transposed = !A.symmetric();
+  T alpha = transposed ? T(1 / (norm * norm)) : T(1 / norm);
+  double r = 0, nu = 0;
+  auto P = matrix<T, Space>::uninitialized(n, 3 * probes, ctx);  // [G, B G, B^2 G] for B = A X_k
+  auto Gram = matrix<T, Space>::uninitialized(3 * probes, 3 * probes, ctx);
+  copy_2d(*ctx, std::size_t(n), std::size_t(probes), G.data(), std::size_t(n), P.data(), std::size_t(n));
+  const auto BG = P.columns(probes, probes), BBG = P.columns(2 * probes, probes);
+  // B V into out, for the start's expression or X_k.
+  auto product_k = [&](int k, const_view<T, Space> V, view<T, Space> out) {
+    if (k > 0) product(X, V, out);
+    else if (transposed) product(alpha * transpose(A), V, out);
+    else product(alpha * I, V, out);
+  };
+  auto restart = [&] {
+    const auto t0 = clock::now();
+    rep = inverse_report{.norm_estimate = norm, .transposed_start = transposed};
+    tighten = 1, slack = 1, last_c = 1;
+    product_k(0, G.view(), BG);
+    auto W = matrix<T, Space>::uninitialized(n, probes, ctx);
+    copy_2d(*ctx, std::size_t(n), std::size_t(probes), BG.data(), std::size_t(n), W.data(), std::size_t(n));
+    axpy(*ctx, gsize, T(-1), G.data(), W.data());
+    r = norm_of(W) / g_norm;
+    nu = transposed ? per_row(alpha * transpose(A)) : double(alpha);
+    log(0, r, 0, 0, std::chrono::duration<double>(clock::now() - t0).count());
+  };
+  // beta for step k + 1 (B^2 G in P): the minimizer of the quartic on a fine grid.
+  auto choose_beta = [&](int k) {
+    gemm_strided_batched(*ctx, op::transpose, op::none, 3 * probes, 3 * probes, int(n), T(1), P.data(), int(n), 0,
+                         P.data(), int(n), 0, T(0), Gram.data(), 3 * probes, 0, 1);
+    const Eigen::MatrixXd g = to_dense(Gram.view()).template cast<double>();
+    auto dot = [&](int a, int b) { return g.block(a * probes, b * probes, probes, probes).trace(); };
+    const double aa = dot(0, 0), ab = dot(0, 1), ac = dot(0, 2), bb = dot(1, 1), bc = dot(1, 2), cc = dot(2, 2);
+    auto q = [&](double b) { return aa - 4 * b * ab + b * b * (2 * ac + 4 * bb) - 4 * b * b * b * bc + b * b * b * b * cc; };
+    const double top = k > 0 ? 1.0 : 1.01;  // the start's M: alpha from a norm estimate within 0.3% (0.6% squared)
+    const double hi = 2 / (top + 0.1);
+    double best = 1, q_best = q(1);
+    for (int i = 1; i <= 1000; ++i)
+      if (const double b = 1 + (hi - 1) * i / 1000, v = q(b); v < q_best) best = b, q_best = v;
+    return best;
+  };
+  restart();
+  int k = 0, rejected_in_a_row = 0;
+  while (!(r <= tol)) {
+    if (!std::isfinite(r)) throw failure(k, r, "the residual is not finite");
+    if (k + rep.rejected >= o.max_iterations)
+      throw failure(k, r, "no convergence in max_iterations = " + std::to_string(o.max_iterations));
+    const auto t0 = clock::now();
+    // Z = (I - beta B)^2 G = G - 2 beta B G + beta^2 B^2 G: the exact step's residual on the probes.
+    product_k(k, BG, BBG);
+    // After a rejected step the plain one: a scaled step that failed would fail again at any tolerance
+    // where the norm estimate, not hara, put beta B's top past 2.
+    const double beta = r > 0.9 && rejected_in_a_row == 0 ? choose_beta(k) : 1.0;
+    auto Z = matrix<T, Space>::uninitialized(n, probes, ctx);
+    copy_2d(*ctx, std::size_t(n), std::size_t(probes), G.data(), std::size_t(n), Z.data(), std::size_t(n));
+    axpy(*ctx, gsize, T(-2 * beta), BG.data(), Z.data());
+    axpy(*ctx, gsize, T(beta * beta), BBG.data(), Z.data());
+    const double th = step_tolerance(r, norm_of(Z) / g_norm, nu, beta, k + 1);
+    const T b1 = T(2 * beta), b2 = T(beta * beta);
+    h2_matrix<T, Space> next;
+    if (k > 0) next = build(b1 * X - b2 * (X * A * X), th, k + 1, r);
+    else if (!transposed) next = build((b1 * alpha) * I - (b2 * alpha * alpha) * A, th, 1, r);
+    else next = build((b1 * alpha) * transpose(A) - (b2 * alpha * alpha) * (transpose(A) * A * transpose(A)), th, 1, r);
+    // -(I - A X_{k+1}) G = A X_{k+1} G - G, and what hara's error added: its distance from Z.
+    auto Wn = matrix<T, Space>::uninitialized(n, probes, ctx);
+    product(next, G.view(), Wn.view());
+    axpy(*ctx, gsize, T(-1), G.data(), Wn.data());
+    const double rn = norm_of(Wn) / g_norm;
+    axpy(*ctx, gsize, T(1), Wn.data(), Z.data());
+    const double e = norm_of(Z) / g_norm, c = e / (th * 2 * beta * norm * nu);  // hara's share, the bound's slack
+    if (!(rn < r)) {
+      ++rep.rejected, ++rejected_in_a_row, tighten *= 0.1, slack = 1, last_c = 1;
+      if (o.verbose)
+        std::clog << "inverse: step " << k + 1 << " rejected (residual " << rn << " at hara tol " << th << ")"
+                  << std::endl;
+      if (rejected_in_a_row < 2) continue;
+      if (k == 0 && !transposed) {  // from alpha I at any tolerance: A is not positive definite
+        transposed = true, rejected_in_a_row = 0;
+        const int rejected = rep.rejected;
+        alpha = T(1 / (norm * norm));
+        restart();
+        rep.rejected = rejected;
+        continue;
+      }
+      throw failure(k + 1, rn, "the residual grows at every tolerance (a singular operator?)");
+    }
+    rejected_in_a_row = 0, tighten = std::min(1.0, 3 * tighten);
+    if (std::isfinite(c)) slack = std::clamp(4 * std::max(c, last_c), slack / 10, 1.0), last_c = c;
+    ++k;
+    rep.hara_error.push_back(e), rep.scaling.push_back(beta);
+    log(k, rn, th, max_rank(next), std::chrono::duration<double>(clock::now() - t0).count());
+    rep.steps.push_back(std::move(last_hara));
+    X = std::move(next);
+    r = rn;
+    nu = per_row(X);
+    // B G for X_{k+1}: A X_{k+1} G = Wn + G.
+    axpy(*ctx, gsize, T(1), G.data(), Wn.data());
+    copy_2d(*ctx, std::size_t(n), std::size_t(probes), Wn.data(), std::size_t(n), BG.data(), std::size_t(n));
+  }
+  rep.iterations = k;
+  rep.total_seconds = std::chrono::duration<double>(clock::now() - t_start).count();
+  if (o.report) *o.report = rep;
+  return X;
+}
+
+}  // namespace detail
+
+// An H2 approximation of op^{-1} with ||I - op X||_F / sqrt(n) <= tol (estimated), on op's structure.
+template <expression E>
+auto inverse(E&& op, double tol, const inverse_options& o = {}) {
+  return detail::newton_schulz(as_sampler(std::forward<E>(op)), tol, o);
+}
+
+}  // namespace h2expr
