@@ -56,7 +56,8 @@ inline double dense_cholesky_seconds(const Eigen::MatrixXd& a, const Eigen::Vect
 }
 
 template <class Space, std::size_t D, class Kernel>
-void gp_benchmark(const char* kernel_name, Kernel kernel, int log2n, const std::vector<double>& tols, int dense_max) {
+void gp_benchmark(const char* kernel_name, Kernel kernel, int log2n, const std::vector<double>& tols, int dense_max,
+                  bool verbose = false) {
   namespace hx = h2expr;
   using clock = std::chrono::steady_clock;
   auto since = [](clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); };
@@ -79,7 +80,7 @@ void gp_benchmark(const char* kernel_name, Kernel kernel, int log2n, const std::
   for (double tol : tols) {
     hx::inverse_report rep;
     const auto t0 = clock::now();
-    auto X = hx::inverse(C, tol, {.report = &rep});
+    auto X = hx::inverse(C, tol, {.verbose = verbose, .report = &rep});  // verbose: a line per step on stderr
     const double t_inv = since(t0);
     int rank = 0;
     for (int r : X.ranks()) rank = std::max(rank, r);

@@ -1,6 +1,7 @@
 // The H2 inverse and preconditioned CG on Gaussian-process systems, host space (see inverse.hpp).
 // Usage: bench_inverse_host [what: 0 everything, 1 2D Matern sweep, 2 2D exponential, 3 3D]
 //                           [max log2 n (default 16)] [min log2 n (default 12)] [1: the inverse at 1e-2 only]
+//                           [1: the inverse's line per step on stderr, as it runs]
 #include <h2expr/context.hpp>
 
 #include <cstdio>
@@ -17,10 +18,11 @@ int main(int argc, char** argv) {
               hx::context<hx::host>::threads());
   const std::vector<double> tols = argc > 4 && std::atoi(argv[4]) == 1 ? std::vector<double>{1e-2}
                                                                        : std::vector<double>{1e-2, 1e-4};
+  const bool verbose = argc > 5 && std::atoi(argv[5]) == 1;
   for (int l = lo; l <= hi; ++l) {
-    if (what == 0 || what == 1) hx::bench::gp_benchmark<hx::host, 2>("Matern 3/2, length 0.15", hx::kernels::matern{0.15}, l, tols, 14);
-    if (what == 0 || what == 2) hx::bench::gp_benchmark<hx::host, 2>("exponential, length 0.1", hx::kernels::exponential{0.1}, l, tols, 14);
-    if (what == 0 || what == 3) hx::bench::gp_benchmark<hx::host, 3>("Matern 3/2, length 0.15", hx::kernels::matern{0.15}, l, tols, 14);
-    if (what == 0 || what == 3) hx::bench::gp_benchmark<hx::host, 3>("exponential, length 0.1", hx::kernels::exponential{0.1}, l, tols, 14);
+    if (what == 0 || what == 1) hx::bench::gp_benchmark<hx::host, 2>("Matern 3/2, length 0.15", hx::kernels::matern{0.15}, l, tols, 14, verbose);
+    if (what == 0 || what == 2) hx::bench::gp_benchmark<hx::host, 2>("exponential, length 0.1", hx::kernels::exponential{0.1}, l, tols, 14, verbose);
+    if (what == 0 || what == 3) hx::bench::gp_benchmark<hx::host, 3>("Matern 3/2, length 0.15", hx::kernels::matern{0.15}, l, tols, 14, verbose);
+    if (what == 0 || what == 3) hx::bench::gp_benchmark<hx::host, 3>("exponential, length 0.1", hx::kernels::exponential{0.1}, l, tols, 14, verbose);
   }
 }
