@@ -152,6 +152,8 @@ TYPED_TEST_P(solvers_test, inverse_residual_follows_the_tolerance) {
       EXPECT_EQ(int(rep.hara_error.size()), rep.iterations) << what;
       EXPECT_EQ(int(rep.steps.size()), rep.iterations) << what;
       ASSERT_EQ(int(rep.scaling.size()), rep.iterations) << what;
+      ASSERT_EQ(int(rep.top.size()), rep.iterations + 1) << what;
+      for (double t : rep.top) EXPECT_TRUE(t > 0 && t <= 1.5) << what << ": top of A X's spectrum " << t;
       for (std::size_t k = 0; k < rep.scaling.size(); ++k) {
         // Scaled steps stay where beta A X_k's spectrum stays below 2: beta in [1, 2 / 1.1], plain late on.
         EXPECT_GE(rep.scaling[k], 1.0) << what << ", step " << k + 1;

@@ -12,13 +12,14 @@
 // the residual grow (a symmetric indefinite A), and for a general A, the start is X_0 = alpha A^T with
 // alpha = 1 / ||A||_2^2, which converges for any non-singular A. The residual measured is
 // r = ||I - A X||_F / sqrt(n) (10 fixed Gaussian probes); it stops when r <= tol. Each step's hara
-// tolerance keeps what its error adds to the residual under min(0.05, max(tol, z) / 4), z the exact
-// step's residual: by the bound 2 ||A||_2 ||E||_F / sqrt(n) (from the estimates of ||A||_2 and ||X||_F)
-// corrected by what the last steps' errors measurably added (the bound overstates it 10-100 times on
-// kernel matrices, and the ranks follow the tolerance); a step whose residual grows is done again at the
-// bound, ten times tighter. While r > 0.9 the steps are scaled, X_{k+1} = 2 beta X_k - beta^2 X_k A X_k with
-// beta in [1, 2 / 1.1] from the probes (below; beta = 1 again after a rejected step): that saves a
-// quarter to a third of the steps on kernel matrices.
+// tolerance keeps what its error adds to the residual under min(0.05, 3.2 / sqrt(n), max(tol, z) / 4), z
+// the exact step's residual: by the bound 2 ||A||_2 ||E||_F / sqrt(n) (from the estimates of ||A||_2 and
+// ||X||_F) corrected by what the last steps' errors measurably added (the bound overstates it 10-100
+// times on kernel matrices, and the ranks follow the tolerance). A step whose residual grows, or that
+// lifts the top of A X's spectrum (seen by the probes as ||B^2 G|| / ||B G||, B = A X) above 1.5, is done
+// again at the bound, ten times tighter. While r > 0.9 the steps are scaled, X_{k+1} = 2 beta X_k -
+// beta^2 X_k A X_k with beta in [1, 2 / 1.1] from the probes (below; beta = 1 again after a rejected
+// step): that saves a quarter to a third of the steps on kernel matrices.
 //
 // An operator that is singular, or too badly conditioned for T, raises numerical_failure naming the
 // residual reached (a step needs a tolerance below what T resolves), as does max_iterations (steps,
@@ -53,6 +54,8 @@ struct inverse_report {
   std::vector<double> hara_error; // each accepted step's ||(I - A X_{k+1}) G - (I - beta A X_k)^2 G|| / ||G||:
                                   // what its hara error added, the distance from the exact step (index 0: step 1)
   std::vector<double> scaling;    // each accepted step's beta (X_{k+1} = 2 beta X_k - beta^2 X_k A X_k; 1: plain)
+  std::vector<double> top;        // ||B^2 G|| / ||B G||, B = A X_k: a lower estimate of B's largest eigenvalue
+                                  // (k = 0 .. iterations; at most 1 for the exact steps)
   double norm_estimate = 0;       // ||A||_2
   bool transposed_start = false;  // X_0 = alpha A^T (else alpha I)
   int rejected = 0;               // steps done again at a tighter tolerance (their residual grew)
@@ -115,7 +118,7 @@ h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const 
       std::clog << "inverse: step " << k << ", residual " << r;
       if (k > 0)
         std::clog << ", scaling " << rep.scaling.back() << ", hara tol " << th << " (its error added "
-                  << rep.hara_error.back() << ")";
+                  << rep.hara_error.back() << "), top " << rep.top.back();
       std::clog << ", max rank " << rank << ", " << sec << " s" << std::endl;
     }
   };
@@ -148,9 +151,15 @@ h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const 
   // the same probes), and the next assumes 4 times the larger slack c = e / (th 2 beta ||A||_2 nu) of the
   // last two steps: never looser than ten times the last assumption, never tighter than the bound, and
   // back to the bound after a rejected step.
+  //   The probes measure the error's Frobenius norm per row; what lifts a component is its spectral norm,
+  // up to sqrt(n / m) times larger for an error in m directions, and hara's error is concentrated so (the
+  // content of the kernel's smooth top that a step drops). The cap 0.05 held to n = 2^14 and let a
+  // component past 1 at 2^16 (both with and without scaled steps): it is 3.2 / sqrt(n) from n = 2^12 on,
+  // at most 0.2 on a component for an error in as few as 256 directions.
+  const double cap = std::min(0.05, 3.2 / std::sqrt(double(n)));
   double tighten = 1, slack = 1, last_c = 1;
   auto step_tolerance = [&](double r, double z, double nu, double beta, int k) {
-    const double target = std::min(0.05, 0.25 * std::max(tol, z));
+    const double target = std::min(cap, 0.25 * std::max(tol, z));
     const double th = std::min(0.5, tighten * target / (2 * beta * norm * nu * slack));
     if (!(th >= tol_floor))
       throw failure(k, r, "the operator is singular or too badly conditioned for this precision (a step needs "
@@ -192,10 +201,19 @@ h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const 
   bool transposed = !A.symmetric();
   T alpha = transposed ? T(1 / (norm * norm)) : T(1 / norm);
   double r = 0, nu = 0;
-  auto P = matrix<T, Space>::uninitialized(n, 3 * probes, ctx);  // [G, B G, B^2 G] for B = A X_k
+  // [G, B G, B^2 G] for B = A X_k (P) and for the step's candidate X_{k+1} (Pn, swapped in when accepted).
+  auto P = matrix<T, Space>::uninitialized(n, 3 * probes, ctx), Pn = matrix<T, Space>::uninitialized(n, 3 * probes, ctx);
   auto Gram = matrix<T, Space>::uninitialized(3 * probes, 3 * probes, ctx);
-  copy_2d(*ctx, std::size_t(n), std::size_t(probes), G.data(), std::size_t(n), P.data(), std::size_t(n));
-  const auto BG = P.columns(probes, probes), BBG = P.columns(2 * probes, probes);
+  for (auto* M : {&P, &Pn})
+    copy_2d(*ctx, std::size_t(n), std::size_t(probes), G.data(), std::size_t(n), M->data(), std::size_t(n));
+  auto BG = [&](matrix<T, Space>& M) { return M.columns(probes, probes); };
+  auto BBG = [&](matrix<T, Space>& M) { return M.columns(2 * probes, probes); };
+  double top = 1;  // ||B^2 G|| / ||B G|| for X_k
+  const double lifted = 1.5;  // a top above it is rejected (the next steps need it below 2, or 2 / beta)
+  auto top_of = [&](matrix<T, Space>& M) {
+    auto b = BG(M), bb = BBG(M);
+    return std::sqrt(sum_of_squares(*ctx, bb.data(), gsize) / sum_of_squares(*ctx, b.data(), gsize));
+  };
   // B V into out, for the start's expression or X_k.
   auto product_k = [&](int k, const_view<T, Space> V, view<T, Space> out) {
     if (k > 0) product(X, V, out);
@@ -206,9 +224,12 @@ h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const 
     const auto t0 = clock::now();
     rep = inverse_report{.norm_estimate = norm, .transposed_start = transposed};
     tighten = 1, slack = 1, last_c = 1;
-    product_k(0, G.view(), BG);
+    product_k(0, G.view(), BG(P));
+    product_k(0, BG(P), BBG(P));
+    top = top_of(P);
+    rep.top.push_back(top);
     auto W = matrix<T, Space>::uninitialized(n, probes, ctx);
-    copy_2d(*ctx, std::size_t(n), std::size_t(probes), BG.data(), std::size_t(n), W.data(), std::size_t(n));
+    copy_2d(*ctx, std::size_t(n), std::size_t(probes), BG(P).data(), std::size_t(n), W.data(), std::size_t(n));
     axpy(*ctx, gsize, T(-1), G.data(), W.data());
     r = norm_of(W) / g_norm;
     nu = transposed ? per_row(alpha * transpose(A)) : double(alpha);
@@ -222,8 +243,9 @@ h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const 
     auto dot = [&](int a, int b) { return g.block(a * probes, b * probes, probes, probes).trace(); };
     const double aa = dot(0, 0), ab = dot(0, 1), ac = dot(0, 2), bb = dot(1, 1), bc = dot(1, 2), cc = dot(2, 2);
     auto q = [&](double b) { return aa - 4 * b * ab + b * b * (2 * ac + 4 * bb) - 4 * b * b * b * bc + b * b * b * b * cc; };
-    const double top = k > 0 ? 1.0 : 1.01;  // the start's M: alpha from a norm estimate within 0.3% (0.6% squared)
-    const double hi = 2 / (top + 0.1);
+    // M: at least 1 (the exact steps' bound), 1.01 at the start (alpha from a norm estimate within 0.3%,
+    // 0.6% squared), and at least what the probes see.
+    const double hi = 2 / (std::max(k > 0 ? 1.0 : 1.01, top) + 0.1);
     double best = 1, q_best = q(1);
     for (int i = 1; i <= 1000; ++i)
       if (const double b = 1 + (hi - 1) * i / 1000, v = q(b); v < q_best) best = b, q_best = v;
@@ -237,32 +259,39 @@ h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const 
       throw failure(k, r, "no convergence in max_iterations = " + std::to_string(o.max_iterations));
     const auto t0 = clock::now();
     // Z = (I - beta B)^2 G = G - 2 beta B G + beta^2 B^2 G: the exact step's residual on the probes.
-    product_k(k, BG, BBG);
     // After a rejected step the plain one: a scaled step that failed would fail again at any tolerance
     // where the norm estimate, not hara, put beta B's top past 2.
     const double beta = r > 0.9 && rejected_in_a_row == 0 ? choose_beta(k) : 1.0;
     auto Z = matrix<T, Space>::uninitialized(n, probes, ctx);
     copy_2d(*ctx, std::size_t(n), std::size_t(probes), G.data(), std::size_t(n), Z.data(), std::size_t(n));
-    axpy(*ctx, gsize, T(-2 * beta), BG.data(), Z.data());
-    axpy(*ctx, gsize, T(beta * beta), BBG.data(), Z.data());
+    axpy(*ctx, gsize, T(-2 * beta), BG(P).data(), Z.data());
+    axpy(*ctx, gsize, T(beta * beta), BBG(P).data(), Z.data());
     const double th = step_tolerance(r, norm_of(Z) / g_norm, nu, beta, k + 1);
     const T b1 = T(2 * beta), b2 = T(beta * beta);
     h2_matrix<T, Space> next;
     if (k > 0) next = build(b1 * X - b2 * (X * A * X), th, k + 1, r);
     else if (!transposed) next = build((b1 * alpha) * I - (b2 * alpha * alpha) * A, th, 1, r);
     else next = build((b1 * alpha) * transpose(A) - (b2 * alpha * alpha) * (transpose(A) * A * transpose(A)), th, 1, r);
-    // -(I - A X_{k+1}) G = A X_{k+1} G - G, and what hara's error added: its distance from Z.
+    // The candidate's B G = A X_{k+1} G and B^2 G (the next step's, unless rejected). -(I - A X_{k+1}) G =
+    // B G - G, and what hara's error added: its distance from Z; the top of its spectrum seen by the probes.
+    product(next, G.view(), BG(Pn));
     auto Wn = matrix<T, Space>::uninitialized(n, probes, ctx);
-    product(next, G.view(), Wn.view());
+    copy_2d(*ctx, std::size_t(n), std::size_t(probes), BG(Pn).data(), std::size_t(n), Wn.data(), std::size_t(n));
     axpy(*ctx, gsize, T(-1), G.data(), Wn.data());
     const double rn = norm_of(Wn) / g_norm;
     axpy(*ctx, gsize, T(1), Wn.data(), Z.data());
     const double e = norm_of(Z) / g_norm, c = e / (th * 2 * beta * norm * nu);  // hara's share, the bound's slack
-    if (!(rn < r)) {
+    product(next, BG(Pn), BBG(Pn));
+    const double top_n = top_of(Pn);
+    // A step is rejected when its residual did not fall, or when hara's error lifted the top of A X_{k+1}'s
+    // spectrum (at most 1 for the exact step) to where the next step would carry it past 2: the probes'
+    // Frobenius measure of the error can miss it on large n (an error in a few smooth directions; dropped
+    // content of a scaled step, where 2 beta - beta^2 cancels to 0.36 at the top, lifts it to 3.6).
+    if (!(rn < r) || !(top_n <= lifted)) {
       ++rep.rejected, ++rejected_in_a_row, tighten *= 0.1, slack = 1, last_c = 1;
       if (o.verbose)
-        std::clog << "inverse: step " << k + 1 << " rejected (residual " << rn << " at hara tol " << th << ")"
-                  << std::endl;
+        std::clog << "inverse: step " << k + 1 << " rejected (residual " << rn << ", top " << top_n
+                  << " at hara tol " << th << ")" << std::endl;
       if (rejected_in_a_row < 2) continue;
       if (k == 0 && !transposed) {  // from alpha I at any tolerance: A is not positive definite
         transposed = true, rejected_in_a_row = 0;
@@ -277,15 +306,13 @@ h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const 
     rejected_in_a_row = 0, tighten = std::min(1.0, 3 * tighten);
     if (std::isfinite(c)) slack = std::clamp(4 * std::max(c, last_c), slack / 10, 1.0), last_c = c;
     ++k;
-    rep.hara_error.push_back(e), rep.scaling.push_back(beta);
+    rep.hara_error.push_back(e), rep.scaling.push_back(beta), rep.top.push_back(top_n);
     log(k, rn, th, max_rank(next), std::chrono::duration<double>(clock::now() - t0).count());
     rep.steps.push_back(std::move(last_hara));
     X = std::move(next);
-    r = rn;
+    r = rn, top = top_n;
+    std::swap(P, Pn);
     nu = per_row(X);
-    // B G for X_{k+1}: A X_{k+1} G = Wn + G.
-    axpy(*ctx, gsize, T(1), G.data(), Wn.data());
-    copy_2d(*ctx, std::size_t(n), std::size_t(probes), Wn.data(), std::size_t(n), BG.data(), std::size_t(n));
   }
   rep.iterations = k;
   rep.total_seconds = std::chrono::duration<double>(clock::now() - t_start).count();
