@@ -58,7 +58,7 @@ struct inverse_report {
                                   // (k = 0 .. iterations; at most 1 for the exact steps)
   double norm_estimate = 0;       // ||A||_2
   bool transposed_start = false;  // X_0 = alpha A^T (else alpha I)
-  int rejected = 0;               // steps done again at a tighter tolerance (their residual grew)
+  int rejected = 0;               // steps done again at a tighter tolerance (their residual grew, or their top)
   int samples = 0;                // columns hara sampled over all steps
   double total_seconds = 0;
 };
@@ -138,10 +138,10 @@ h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const 
   };
   // What a step may add to the residual: a quarter of max(tol, z), z = ||(I - beta A X_k)^2 G|| / ||G||
   // the exact step's residual (measured before the step; no tolerance makes the step end below it, so
-  // the error costs at most a quarter more than the exact step), but never above 0.05 while r is near 1:
-  // there the residual falls by r (1 - r) a step, and an error that lifts one converged component's
-  // |1 - lambda x| above 1 grows from then on (half of r^2, about 0.4 there, did that). Its hara tolerance: from ||A E||_F <= ||A||_2 ||E||_F and ||X_{k+1}||_F <=
-  // 2 beta ||X_k||_F (||2 I - beta A X_k||_2 <= 2 while it converges) the bound th 2 beta ||A||_2 nu,
+  // the error costs at most a quarter more than the exact step), but never above the cap (below), which
+  // binds while r is near 1: there the residual falls by r (1 - r) a step, and an error that lifts one
+  // converged component's |1 - lambda x| above 1 grows from then on (half of r^2, about 0.4 there, did
+  // that). Its hara tolerance: from ||A E||_F <= ||A||_2 ||E||_F and ||X_{k+1}||_F <= 2 beta ||X_k||_F (||2 I - beta A X_k||_2 <= 2 while it converges) the bound th 2 beta ||A||_2 nu,
   // divided by its `slack`, and times `tighten`: a tenth after a rejected step, relaxed threefold (up to
   // 1) after an accepted one.
   //   The bound is off by orders of magnitude for the operators this is for: hara's error lies in its
@@ -222,7 +222,8 @@ h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const 
   };
   auto restart = [&] {
     const auto t0 = clock::now();
-    rep = inverse_report{.norm_estimate = norm, .transposed_start = transposed};
+    rep = inverse_report{.norm_estimate = norm, .transposed_start = transposed, .rejected = rep.rejected,
+                         .samples = rep.samples};  // what the first start cost still counts
     tighten = 1, slack = 1, last_c = 1;
     product_k(0, G.view(), BG(P));
     product_k(0, BG(P), BBG(P));
@@ -295,13 +296,13 @@ h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const 
       if (rejected_in_a_row < 2) continue;
       if (k == 0 && !transposed) {  // from alpha I at any tolerance: A is not positive definite
         transposed = true, rejected_in_a_row = 0;
-        const int rejected = rep.rejected;
         alpha = T(1 / (norm * norm));
         restart();
-        rep.rejected = rejected;
         continue;
       }
-      throw failure(k + 1, rn, "the residual grows at every tolerance (a singular operator?)");
+      throw failure(k + 1, rn, !(rn < r) ? "the residual grows at every tolerance (a singular operator?)"
+                                         : "hara's error lifts the top of A X's spectrum to " + number(top_n) +
+                                               " at every tolerance (a component would grow)");
     }
     rejected_in_a_row = 0, tighten = std::min(1.0, 3 * tighten);
     if (std::isfinite(c)) slack = std::clamp(4 * std::max(c, last_c), slack / 10, 1.0), last_c = c;
