@@ -112,6 +112,7 @@ run "$ex" 40 $build/examples/square_kernel_cuda
 run "$ex" 40 $build/examples/expression_algebra_cuda
 run "$ex" 40 $build/examples/schur_complement_cuda 1024 2
 run "$ex" 40 $build/examples/schur_complement_cuda 32 3
+run "$ex" 40 $build/examples/schur_complement_cuda 1024 2 1e-4 hisparse
 run "$ex" 60 $build/examples/gaussian_process_cuda 64
 say "=== benchmarks"
 b=$out/bench.txt
@@ -119,6 +120,7 @@ run "$b" 90 $build/benchmarks/bench_hara_cuda 16 3  # TARGETS.md's 2D and 3D row
 run "$b" 60 $build/benchmarks/bench_compress_cuda 18
 run "$b" 45 $build/benchmarks/bench_ara_cuda 1
 run "$b" 60 $build/benchmarks/bench_schur_cuda 256,512,1024
+run "$b" 60 $build/benchmarks/bench_hisparse_cuda 1 256
 run "$b" 90 $build/benchmarks/bench_inverse_cuda 12 12
 
 stamp "racecheck"

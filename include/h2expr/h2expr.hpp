@@ -11,6 +11,7 @@
 #include <h2expr/expression.hpp>
 #include <h2expr/h2_matrix.hpp>
 #include <h2expr/hara.hpp>
+#include <h2expr/hisparse_matrix.hpp>
 #include <h2expr/inverse.hpp>
 #include <h2expr/kernels.hpp>
 #include <h2expr/krylov.hpp>

@@ -63,6 +63,8 @@
   kind void h2expr::detail::bsr_gemm<T>(::h2expr::context<S>&, op, int, const int*, const int*, const int*,        \
                                         const T*, int, int, std::int64_t, const T*, std::int64_t, T*, std::int64_t, \
                                         int, T, bsr_shape);                                                        \
+  kind void h2expr::detail::hisparse_multiply<T>(::h2expr::context<S>&, const hisparse::tree_view&, bool, T,        \
+                                                 const T*, std::int64_t, T, T*, std::int64_t, int);              \
   kind void h2expr::detail::gather_rows<T>(::h2expr::context<S>&, const int*, std::int64_t, const T*,              \
                                            std::int64_t, T*, std::int64_t, int);                                   \
   kind void h2expr::detail::scatter_rows<T>(::h2expr::context<S>&, const int*, std::int64_t, const T*,             \

@@ -43,7 +43,7 @@ class sparse_matrix {
   static sparse_matrix from_csr(index rows, index cols, const std::vector<int>& row_ptr,
                                 const std::vector<int>& col_idx, const std::vector<T>& values,
                                 ::h2expr::context_ptr<Space> ctx = default_context<Space>()) {
-    check_csr(rows, cols, row_ptr, col_idx, values);
+    detail::check_csr_arrays("sparse_matrix::from_csr", rows, cols, row_ptr, col_idx, values);
     return sparse_matrix(detail::canonical_csr(rows, cols, row_ptr, col_idx, values), std::move(ctx));
   }
   // A copy of an Eigen sparse matrix (either storage order; explicit zeros are kept).
@@ -134,40 +134,6 @@ class sparse_matrix {
     const detail::host_csr<T> at = detail::transposed(a);
     const bool symmetric = a.rows == a.cols && detail::same_csr(a, at);
     s_ = std::make_shared<const state>(state{ctx, csr(ctx, a), csr(ctx, at), symmetric});
-  }
-
-  static void check_csr(index rows, index cols, const std::vector<int>& row_ptr, const std::vector<int>& col_idx,
-                        const std::vector<T>& values) {
-    const std::string shape = std::to_string(rows) + " x " + std::to_string(cols);
-    detail::require(rows >= 0 && cols >= 0, "sparse_matrix::from_csr: negative size " + shape);
-    detail::require(rows < INT_MAX && cols < INT_MAX, "sparse_matrix::from_csr: " + shape + " does not fit int indices");
-    detail::require<dimension_mismatch>(index(row_ptr.size()) == rows + 1,
-                                        "sparse_matrix::from_csr: row_ptr has " + std::to_string(row_ptr.size()) +
-                                            " entries, a matrix with " + std::to_string(rows) + " rows needs " +
-                                            std::to_string(rows + 1));
-    detail::require<dimension_mismatch>(col_idx.size() == values.size(),
-                                        "sparse_matrix::from_csr: col_idx has " + std::to_string(col_idx.size()) +
-                                            " entries, values " + std::to_string(values.size()));
-    detail::require(col_idx.size() <= std::size_t(INT_MAX),
-                    "sparse_matrix::from_csr: " + std::to_string(col_idx.size()) + " entries do not fit int indices");
-    detail::require(row_ptr[0] == 0, "sparse_matrix::from_csr: row_ptr[0] is " + std::to_string(row_ptr[0]) +
-                                         ", it must be 0");
-    for (index r = 0; r < rows; ++r)
-      detail::require(row_ptr[r + 1] >= row_ptr[r], "sparse_matrix::from_csr: row_ptr decreases at row " +
-                                                        std::to_string(r) + " (" + std::to_string(row_ptr[r]) + " to " +
-                                                        std::to_string(row_ptr[r + 1]) + ")");
-    detail::require<dimension_mismatch>(std::size_t(row_ptr[rows]) == col_idx.size(),
-                                        "sparse_matrix::from_csr: row_ptr ends at " + std::to_string(row_ptr[rows]) +
-                                            ", but there are " + std::to_string(col_idx.size()) + " entries");
-    for (index r = 0; r < rows; ++r)
-      for (int e = row_ptr[r]; e < row_ptr[r + 1]; ++e) {
-        detail::require(col_idx[e] >= 0 && col_idx[e] < cols,
-                        "sparse_matrix::from_csr: column index " + std::to_string(col_idx[e]) + " in row " +
-                            std::to_string(r) + " is outside a " + shape + " matrix");
-        detail::require<non_finite_value>(std::isfinite(values[e]), "sparse_matrix::from_csr: entry (" +
-                                                                        std::to_string(r) + ", " +
-                                                                        std::to_string(col_idx[e]) + ") is not finite");
-      }
   }
 
   static bool same(const csr& x, const csr& y) {

@@ -13,6 +13,7 @@
 //   fill_random / fill_random_vbatched   standard normal or uniform [0,1), reproducible from a seed
 //   marshal_strided / marshal_offsets    pointer arrays of batch items
 //   bsr_gemm         block-sparse rows times a block vector (coupling and dense phases of HGEMV)
+//   hisparse_multiply   a HiSparse tree, or its transpose, times a block of vectors
 //   gather_rows / scatter_rows           user order <-> padded tree order
 //   evaluate_blocks / all_finite / sum_of_squares   kernel entries of many blocks; finiteness, norms
 // The host backend is the reference semantics; the CUDA backend matches it (see tests/).
@@ -24,6 +25,7 @@
 #include <h2expr/detail/primitives/host/elementwise.hpp>
 #include <h2expr/detail/primitives/host/evaluate.hpp>
 #include <h2expr/detail/primitives/host/gemm.hpp>
+#include <h2expr/detail/primitives/host/hisparse.hpp>
 #include <h2expr/detail/primitives/host/marshal.hpp>
 #include <h2expr/detail/primitives/host/qr.hpp>
 #include <h2expr/detail/primitives/host/random.hpp>
@@ -38,6 +40,7 @@
 #include <h2expr/detail/primitives/cuda/elementwise.cuh>
 #include <h2expr/detail/primitives/cuda/evaluate.cuh>
 #include <h2expr/detail/primitives/cuda/gemm.cuh>
+#include <h2expr/detail/primitives/cuda/hisparse.cuh>
 #include <h2expr/detail/primitives/cuda/marshal.cuh>
 #include <h2expr/detail/primitives/cuda/qr.cuh>
 #include <h2expr/detail/primitives/cuda/random.cuh>
@@ -58,7 +61,8 @@ concept batched_backend = requires(context<Space>& c, op o, side sd, uplo ul, di
                                    const T* cp, T** pp, T* const* ptrs, const T* const* cptrs, const int* ints,
                                    int* iout, int* const* perms, const std::int64_t* offs, double* const* dptrs,
                                    const double* const* cdptrs, bsr_shape shape, const block_points<T>& points,
-                                   const ::h2expr::kernels::exponential& kernel) {
+                                   const ::h2expr::kernels::exponential& kernel, const hisparse::tree_view& tree,
+                                   bool flag) {
   copy_batched(c, i, i, cptrs, i, ptrs, i, i, ints);
   copy_vbatched(c, o, ints, ints, cptrs, ints, ptrs, ints, i);
   axpy(c, n, a, cp, p);
@@ -85,6 +89,7 @@ concept batched_backend = requires(context<Space>& c, op o, side sd, uplo ul, di
   trsm_batched(c, sd, ul, o, dg, i, i, a, cptrs, i, ptrs, i, i);
   trsm_vbatched(c, sd, ul, o, dg, ints, ints, a, cptrs, ints, ptrs, ints, i, i, i);
   bsr_gemm(c, o, i, ints, ints, ints, cp, i, i, i64, cp, i64, p, i64, i, a, shape);
+  hisparse_multiply(c, tree, flag, a, cp, i64, a, p, i64, i);
   gather_rows(c, ints, i64, cp, i64, p, i64, i);
   scatter_rows(c, ints, i64, cp, i64, p, i64, i, a, a);
   all_finite(c, cp, n);

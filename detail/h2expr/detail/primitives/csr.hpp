@@ -1,13 +1,18 @@
 #pragma once
 // CSR arrays on the host, shared by both spaces' sparse products and Cholesky factors (sparse
-// matrices always arrive as host arrays): the canonical form (sorted, duplicates summed),
+// matrices always arrive as host arrays): their checks, the canonical form (sorted, duplicates summed),
 // transposition, exact comparison and a fingerprint; and the primary template of the factor each
 // backend specializes.
+#include <h2expr/detail/core/error.hpp>
+
 #include <algorithm>
+#include <climits>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -22,6 +27,43 @@ struct host_csr {
   std::vector<T> val;
   std::int64_t nnz() const { return std::int64_t(idx.size()); }
 };
+
+// Checks CSR arrays as a user gives them (what: the caller's name in the message): shape, row_ptr
+// from 0 up to the entry count, column indices in range, finite values.
+template <class T>
+void check_csr_arrays(const std::string& what, std::int64_t rows, std::int64_t cols, const std::vector<int>& row_ptr, const std::vector<int>& col_idx,
+                      const std::vector<T>& values) {
+  const std::string shape = std::to_string(rows) + " x " + std::to_string(cols);
+  require(rows >= 0 && cols >= 0, what + ": negative size " + shape);
+  require(rows < INT_MAX && cols < INT_MAX, what + ": " + shape + " does not fit int indices");
+  require<dimension_mismatch>(std::int64_t(row_ptr.size()) == rows + 1,
+                                      what + ": row_ptr has " + std::to_string(row_ptr.size()) +
+                                          " entries, a matrix with " + std::to_string(rows) + " rows needs " +
+                                          std::to_string(rows + 1));
+  require<dimension_mismatch>(col_idx.size() == values.size(),
+                                      what + ": col_idx has " + std::to_string(col_idx.size()) +
+                                          " entries, values " + std::to_string(values.size()));
+  require(col_idx.size() <= std::size_t(INT_MAX),
+                  what + ": " + std::to_string(col_idx.size()) + " entries do not fit int indices");
+  require(row_ptr[0] == 0, what + ": row_ptr[0] is " + std::to_string(row_ptr[0]) +
+                                       ", it must be 0");
+  for (std::int64_t r = 0; r < rows; ++r)
+    require(row_ptr[r + 1] >= row_ptr[r], what + ": row_ptr decreases at row " +
+                                                      std::to_string(r) + " (" + std::to_string(row_ptr[r]) + " to " +
+                                                      std::to_string(row_ptr[r + 1]) + ")");
+  require<dimension_mismatch>(std::size_t(row_ptr[rows]) == col_idx.size(),
+                                      what + ": row_ptr ends at " + std::to_string(row_ptr[rows]) +
+                                          ", but there are " + std::to_string(col_idx.size()) + " entries");
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (int e = row_ptr[r]; e < row_ptr[r + 1]; ++e) {
+      require(col_idx[e] >= 0 && col_idx[e] < cols,
+                      what + ": column index " + std::to_string(col_idx[e]) + " in row " +
+                          std::to_string(r) + " is outside a " + shape + " matrix");
+      require<non_finite_value>(std::isfinite(values[e]), what + ": entry (" +
+                                                                      std::to_string(r) + ", " +
+                                                                      std::to_string(col_idx[e]) + ") is not finite");
+    }
+}
 
 // The canonical CSR of (row_ptr, col_idx, values), already checked for shape and range: columns
 // sorted within each row and duplicate entries summed (the usual assembly convention).

@@ -19,6 +19,7 @@
 #include <h2expr/detail/core/cuda/context.cuh>
 #include <h2expr/detail/core/cuda/memory.cuh>  // host calls: allocation, copies, transfers
 #include <h2expr/detail/primitives/block_points.hpp>  // the layout, and the host's evaluation of host-only kernels
+#include <h2expr/detail/primitives/hisparse_format.hpp>
 #include <h2expr/detail/primitives/kernels.hpp>
 
 #include <cstddef>
@@ -125,6 +126,11 @@ void gather_rows(context<cuda>& c, const int* src, std::int64_t rows, const T* X
 template <class T>
 void scatter_rows(context<cuda>& c, const int* dst, std::int64_t rows, const T* Yp, std::int64_t ldp, T* Y,
                   std::int64_t ldy, int nv, T alpha = T(1), T beta = T(0));
+
+// hisparse.cuh: a HiSparse tree (or its transpose) times a block of vectors
+template <class T>
+void hisparse_multiply(context<cuda>& c, const hisparse::tree_view& h, bool trans, T alpha, const T* X,
+                       std::int64_t ldx, T beta, T* Y, std::int64_t ldy, int nv);
 
 // evaluate.cuh: the entries of a built-in kernel on the device; finiteness and norms of device data
 template <class T, int D, class Kernel>
