@@ -84,15 +84,8 @@ class hisparse_matrix {
   static hisparse_matrix from_eigen(const Eigen::SparseMatrix<T, Options, StorageIndex>& S,
                                     ::h2expr::context_ptr<Space> ctx = default_context<Space>(),
                                     hisparse_options options = {}) {
-    detail::require(S.rows() <= INT_MAX && S.cols() <= INT_MAX && S.nonZeros() <= INT_MAX,
-                    "hisparse_matrix: " + std::to_string(S.rows()) + " x " + std::to_string(S.cols()) + " with " +
-                        std::to_string(S.nonZeros()) + " entries does not fit int indices");
-    Eigen::SparseMatrix<T, Eigen::RowMajor, int> R = S;
-    R.makeCompressed();
-    const auto nnz = std::size_t(R.nonZeros());
-    return from_csr(R.rows(), R.cols(), std::vector<int>(R.outerIndexPtr(), R.outerIndexPtr() + R.rows() + 1),
-                    std::vector<int>(R.innerIndexPtr(), R.innerIndexPtr() + nnz),
-                    std::vector<T>(R.valuePtr(), R.valuePtr() + nnz), std::move(ctx), options);
+    const auto a = detail::csr_of_eigen(S, "hisparse_matrix");
+    return from_csr(a.rows, a.cols, a.ptr, a.idx, a.val, std::move(ctx), options);
   }
 
   // The terms of a sum expression: what the converting constructor accepts (see add()).
@@ -262,7 +255,7 @@ class hisparse_matrix {
     s->pool = detail::buffer<unsigned char, Space>(ctx, b.pool);
     if constexpr (!std::is_same_v<Space, host>) {
       std::vector<detail::hisparse::chunk> coo, dense;
-      detail::hisparse::make_queues<T>(b.g, b.pool.data(), coo, dense);
+      detail::hisparse::make_queues(b.g, b.pool.data(), coo, dense);
       s->coo = detail::buffer<detail::hisparse::chunk, Space>(ctx, coo);
       s->dense = detail::buffer<detail::hisparse::chunk, Space>(ctx, dense);
     }

@@ -50,15 +50,8 @@ class sparse_matrix {
   template <int Options, class StorageIndex>
   static sparse_matrix from_eigen(const Eigen::SparseMatrix<T, Options, StorageIndex>& S,
                                   ::h2expr::context_ptr<Space> ctx = default_context<Space>()) {
-    detail::require(S.rows() <= INT_MAX && S.cols() <= INT_MAX && S.nonZeros() <= INT_MAX,
-                    "sparse_matrix: " + std::to_string(S.rows()) + " x " + std::to_string(S.cols()) + " with " +
-                        std::to_string(S.nonZeros()) + " entries does not fit int indices");
-    Eigen::SparseMatrix<T, Eigen::RowMajor, int> R = S;
-    R.makeCompressed();
-    const auto nnz = std::size_t(R.nonZeros());
-    return from_csr(R.rows(), R.cols(), std::vector<int>(R.outerIndexPtr(), R.outerIndexPtr() + R.rows() + 1),
-                    std::vector<int>(R.innerIndexPtr(), R.innerIndexPtr() + nnz),
-                    std::vector<T>(R.valuePtr(), R.valuePtr() + nnz), std::move(ctx));
+    const auto a = detail::csr_of_eigen(S, "sparse_matrix");
+    return from_csr(a.rows, a.cols, a.ptr, a.idx, a.val, std::move(ctx));
   }
   template <int Options, class StorageIndex>
   explicit sparse_matrix(const Eigen::SparseMatrix<T, Options, StorageIndex>& S,

@@ -5,6 +5,7 @@
 // backend specializes.
 #include <h2expr/detail/core/error.hpp>
 
+#include <Eigen/SparseCore>
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -31,38 +32,53 @@ struct host_csr {
 // Checks CSR arrays as a user gives them (what: the caller's name in the message): shape, row_ptr
 // from 0 up to the entry count, column indices in range, finite values.
 template <class T>
-void check_csr_arrays(const std::string& what, std::int64_t rows, std::int64_t cols, const std::vector<int>& row_ptr, const std::vector<int>& col_idx,
-                      const std::vector<T>& values) {
+void check_csr_arrays(const std::string& what, std::int64_t rows, std::int64_t cols, const std::vector<int>& row_ptr,
+                      const std::vector<int>& col_idx, const std::vector<T>& values) {
   const std::string shape = std::to_string(rows) + " x " + std::to_string(cols);
   require(rows >= 0 && cols >= 0, what + ": negative size " + shape);
   require(rows < INT_MAX && cols < INT_MAX, what + ": " + shape + " does not fit int indices");
   require<dimension_mismatch>(std::int64_t(row_ptr.size()) == rows + 1,
-                                      what + ": row_ptr has " + std::to_string(row_ptr.size()) +
-                                          " entries, a matrix with " + std::to_string(rows) + " rows needs " +
-                                          std::to_string(rows + 1));
-  require<dimension_mismatch>(col_idx.size() == values.size(),
-                                      what + ": col_idx has " + std::to_string(col_idx.size()) +
-                                          " entries, values " + std::to_string(values.size()));
+                              what + ": row_ptr has " + std::to_string(row_ptr.size()) + " entries, a matrix with " +
+                                  std::to_string(rows) + " rows needs " + std::to_string(rows + 1));
+  require<dimension_mismatch>(
+      col_idx.size() == values.size(),
+      what + ": col_idx has " + std::to_string(col_idx.size()) + " entries, values " + std::to_string(values.size()));
   require(col_idx.size() <= std::size_t(INT_MAX),
-                  what + ": " + std::to_string(col_idx.size()) + " entries do not fit int indices");
-  require(row_ptr[0] == 0, what + ": row_ptr[0] is " + std::to_string(row_ptr[0]) +
-                                       ", it must be 0");
+          what + ": " + std::to_string(col_idx.size()) + " entries do not fit int indices");
+  require(row_ptr[0] == 0, what + ": row_ptr[0] is " + std::to_string(row_ptr[0]) + ", it must be 0");
   for (std::int64_t r = 0; r < rows; ++r)
-    require(row_ptr[r + 1] >= row_ptr[r], what + ": row_ptr decreases at row " +
-                                                      std::to_string(r) + " (" + std::to_string(row_ptr[r]) + " to " +
-                                                      std::to_string(row_ptr[r + 1]) + ")");
+    require(row_ptr[r + 1] >= row_ptr[r], what + ": row_ptr decreases at row " + std::to_string(r) + " (" +
+                                              std::to_string(row_ptr[r]) + " to " + std::to_string(row_ptr[r + 1]) +
+                                              ")");
   require<dimension_mismatch>(std::size_t(row_ptr[rows]) == col_idx.size(),
-                                      what + ": row_ptr ends at " + std::to_string(row_ptr[rows]) +
-                                          ", but there are " + std::to_string(col_idx.size()) + " entries");
+                              what + ": row_ptr ends at " + std::to_string(row_ptr[rows]) + ", but there are " +
+                                  std::to_string(col_idx.size()) + " entries");
   for (std::int64_t r = 0; r < rows; ++r)
     for (int e = row_ptr[r]; e < row_ptr[r + 1]; ++e) {
-      require(col_idx[e] >= 0 && col_idx[e] < cols,
-                      what + ": column index " + std::to_string(col_idx[e]) + " in row " +
-                          std::to_string(r) + " is outside a " + shape + " matrix");
-      require<non_finite_value>(std::isfinite(values[e]), what + ": entry (" +
-                                                                      std::to_string(r) + ", " +
-                                                                      std::to_string(col_idx[e]) + ") is not finite");
+      require(col_idx[e] >= 0 && col_idx[e] < cols, what + ": column index " + std::to_string(col_idx[e]) + " in row " +
+                                                        std::to_string(r) + " is outside a " + shape + " matrix");
+      require<non_finite_value>(std::isfinite(values[e]), what + ": entry (" + std::to_string(r) + ", " +
+                                                              std::to_string(col_idx[e]) + ") is not finite");
     }
+}
+
+// The CSR arrays of an Eigen sparse matrix (either storage order; explicit zeros kept), checked to fit
+// int indices (what: the caller's name in the message).
+template <class T, int Options, class StorageIndex>
+host_csr<T> csr_of_eigen(const Eigen::SparseMatrix<T, Options, StorageIndex>& S, const std::string& what) {
+  require(S.rows() <= INT_MAX && S.cols() <= INT_MAX && S.nonZeros() <= INT_MAX,
+          what + ": " + std::to_string(S.rows()) + " x " + std::to_string(S.cols()) + " with " +
+              std::to_string(S.nonZeros()) + " entries does not fit int indices");
+  Eigen::SparseMatrix<T, Eigen::RowMajor, int> R = S;
+  R.makeCompressed();
+  const auto nnz = std::size_t(R.nonZeros());
+  host_csr<T> a;
+  a.rows = R.rows();
+  a.cols = R.cols();
+  a.ptr.assign(R.outerIndexPtr(), R.outerIndexPtr() + R.rows() + 1);
+  a.idx.assign(R.innerIndexPtr(), R.innerIndexPtr() + nnz);
+  a.val.assign(R.valuePtr(), R.valuePtr() + nnz);
+  return a;
 }
 
 // The canonical CSR of (row_ptr, col_idx, values), already checked for shape and range: columns

@@ -348,15 +348,43 @@ built build(const triplets<T>& t, int log_d) {
   return b;
 }
 
-// Calls f(row, col, value) for every stored entry of the tree (global coordinates, dense leaves' zeros
-// skipped), in key order. `pool` is host memory.
-template <class T, class F>
-void for_each_entry(const geometry& g, const unsigned char* pool, F&& f) {
+// Calls f(reference, node bytes, level, row0, col0) for every node of the tree, parents first. `pool`
+// is host memory.
+template <class F>
+void for_each_node(const geometry& g, const unsigned char* pool, F&& f) {
   const int d = g.d();
   auto visit = [&](auto&& self, ref x, int level, std::int64_t r0, std::int64_t c0) -> void {
     const unsigned k = kind_of(x);
     if (k == none) return;
     const unsigned char* p = pool + offset_of(x);
+    f(x, p, level, r0, c0);
+    const int shift = g.log_side(level) - g.log_d;
+    if (k == sparse_inner) {
+      const std::uint32_t n = count(p);
+      for (std::uint32_t i = 0; i < n; ++i) {
+        const std::uint16_t pos = child_position(p, i);
+        self(self, child_ref(p, n, i), level + 1, r0 + (std::int64_t(pos >> 8) << shift),
+             c0 + (std::int64_t(pos & 255u) << shift));
+      }
+    } else if (k == dense_inner) {
+      for (int i = 0; i < d; ++i)
+        for (int j = 0; j < d; ++j) {
+          ref y;
+          std::memcpy(&y, p + 4 * (std::size_t(i) * d + std::size_t(j)), 4);
+          self(self, y, level + 1, r0 + (std::int64_t(i) << shift), c0 + (std::int64_t(j) << shift));
+        }
+    }
+  };
+  visit(visit, g.root, 0, 0, 0);
+}
+
+// Calls f(row, col, value) for every stored entry of the tree (global coordinates, dense leaves' zeros
+// skipped), in key order. `pool` is host memory.
+template <class T, class F>
+void for_each_entry(const geometry& g, const unsigned char* pool, F&& f) {
+  const int d = g.d();
+  for_each_node(g, pool, [&](ref x, const unsigned char* p, int, std::int64_t r0, std::int64_t c0) {
+    const unsigned k = kind_of(x);
     if (is_coo(k)) {
       const std::uint32_t n = count(p);
       const int width = coordinate_bytes(k);
@@ -378,86 +406,29 @@ void for_each_entry(const geometry& g, const unsigned char* pool, F&& f) {
           std::memcpy(&v, p + (std::size_t(i) * d + std::size_t(j)) * sizeof(T), sizeof(T));
           if (v != T(0)) f(r0 + i, c0 + j, v);
         }
-    } else {
-      const int shift = g.log_side(level) - g.log_d;
-      if (k == sparse_inner) {
-        const std::uint32_t n = count(p);
-        for (std::uint32_t i = 0; i < n; ++i) {
-          const std::uint16_t pos = child_position(p, i);
-          self(self, child_ref(p, n, i), level + 1, r0 + (std::int64_t(pos >> 8) << shift),
-               c0 + (std::int64_t(pos & 255u) << shift));
-        }
-      } else {
-        for (int i = 0; i < d; ++i)
-          for (int j = 0; j < d; ++j) {
-            ref y;
-            std::memcpy(&y, p + 4 * (std::size_t(i) * d + std::size_t(j)), 4);
-            self(self, y, level + 1, r0 + (std::int64_t(i) << shift), c0 + (std::int64_t(j) << shift));
-          }
-      }
     }
-  };
-  visit(visit, g.root, 0, 0, 0);
+  });
 }
 
 // The queues of the CUDA space's kernels (the paper's queues per node type and size, built once):
 // every COO node cut into chunks of at most chunk_entries entries, and the dense leaves.
-template <class T>
-void make_queues(const geometry& g, const unsigned char* pool, std::vector<chunk>& coo, std::vector<chunk>& dense) {
-  const int d = g.d();
-  auto visit = [&](auto&& self, ref x, int level, std::int64_t r0, std::int64_t c0) -> void {
-    const unsigned k = kind_of(x);
-    if (k == none) return;
-    const unsigned char* p = pool + offset_of(x);
-    if (is_coo(k)) {
+inline void make_queues(const geometry& g, const unsigned char* pool, std::vector<chunk>& coo,
+                        std::vector<chunk>& dense) {
+  for_each_node(g, pool, [&](ref x, const unsigned char* p, int, std::int64_t r0, std::int64_t c0) {
+    if (is_coo(kind_of(x))) {
       const std::uint32_t n = count(p);
       for (std::uint32_t e = 0; e < n; e += chunk_entries)
         coo.push_back(chunk{r0, c0, x, e, std::min(chunk_entries, n - e)});
-    } else if (k == dense_leaf) {
+    } else if (kind_of(x) == dense_leaf) {
       dense.push_back(chunk{r0, c0, x, 0, 0});
-    } else {
-      const int shift = g.log_side(level) - g.log_d;
-      if (k == sparse_inner) {
-        const std::uint32_t n = count(p);
-        for (std::uint32_t i = 0; i < n; ++i) {
-          const std::uint16_t pos = child_position(p, i);
-          self(self, child_ref(p, n, i), level + 1, r0 + (std::int64_t(pos >> 8) << shift),
-               c0 + (std::int64_t(pos & 255u) << shift));
-        }
-      } else {
-        for (int i = 0; i < d; ++i)
-          for (int j = 0; j < d; ++j) {
-            ref y;
-            std::memcpy(&y, p + 4 * (std::size_t(i) * d + std::size_t(j)), 4);
-            self(self, y, level + 1, r0 + (std::int64_t(i) << shift), c0 + (std::int64_t(j) << shift));
-          }
-      }
     }
-  };
-  visit(visit, g.root, 0, 0, 0);
+  });
 }
 
 // How many nodes of each kind the tree holds (index: kind).
 inline std::vector<std::size_t> node_counts(const geometry& g, const unsigned char* pool) {
   std::vector<std::size_t> n(7, 0);
-  const int d = g.d();
-  auto visit = [&](auto&& self, ref x) -> void {
-    const unsigned k = kind_of(x);
-    if (k == none) return;
-    ++n[k];
-    const unsigned char* p = pool + offset_of(x);
-    if (k == sparse_inner) {
-      const std::uint32_t m = count(p);
-      for (std::uint32_t i = 0; i < m; ++i) self(self, child_ref(p, m, i));
-    } else if (k == dense_inner) {
-      for (std::size_t i = 0; i < std::size_t(d) * d; ++i) {
-        ref y;
-        std::memcpy(&y, p + 4 * i, 4);
-        self(self, y);
-      }
-    }
-  };
-  visit(visit, g.root);
+  for_each_node(g, pool, [&](ref x, const unsigned char*, int, std::int64_t, std::int64_t) { ++n[kind_of(x)]; });
   return n;
 }
 
