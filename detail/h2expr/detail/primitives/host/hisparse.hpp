@@ -61,22 +61,24 @@ struct band_walk {
                  std::int64_t c0) const {
     const unsigned char* values = p + coo_values_offset<T>(n, Width);
     if constexpr (!Trans && Packed) {
-      // Entries of one row follow each other (row-major inside a d x d block): their sum stays in
-      // registers until the row changes.
+      // Entries of one row of a d x d block follow each other (row-major inside the block): their sum
+      // stays in registers until the row or the block changes. (Never across blocks: which blocks
+      // meet in one range depends on the band width, and the sums must not.)
       T* a0 = acc + (r0 - b0) * W;
       const T* x0 = x + c0 * W;
       T s[W] = {};
-      std::uint32_t row = 0;
+      std::uint32_t row = 0, block = 0;
       bool open = false;
       for (std::uint32_t e = e0; e < e1; ++e) {
         std::uint32_t r, c;
         coordinates<Width>(p, e, r, c);
         T v;
         std::memcpy(&v, values + std::size_t(e) * sizeof(T), sizeof(T));
-        if (open && r != row) {
+        const std::uint32_t b = c >> g.log_d;
+        if (open && (r != row || b != block)) {
           for (int w = 0; w < W; ++w) a0[std::size_t(row) * W + w] += s[w], s[w] = T(0);
         }
-        row = r, open = true;
+        row = r, block = b, open = true;
         const T* xi = x0 + std::size_t(c) * W;
         for (int w = 0; w < W; ++w) s[w] += v * xi[w];
       }
