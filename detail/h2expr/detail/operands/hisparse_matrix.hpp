@@ -147,8 +147,8 @@ class hisparse_matrix {
   int node_size() const { return s_->g.d(); }
   int levels() const { return s_->g.levels; }
   hisparse_nodes nodes() const {
-    const std::vector<unsigned char> pool = host_pool();
-    const auto n = detail::hisparse::node_counts(s_->g, pool.data());
+    std::vector<std::size_t> n;
+    with_host_pool([&](const unsigned char* pool) { n = detail::hisparse::node_counts(s_->g, pool); });
     using namespace detail::hisparse;
     return {n[coo1], n[coo2], n[coo4], n[dense_leaf], n[sparse_inner], n[dense_inner]};
   }
@@ -273,10 +273,15 @@ class hisparse_matrix {
     return u.row == t.row && u.col == t.col && u.val == t.val;
   }
 
-  std::vector<unsigned char> host_pool() const {
-    if constexpr (std::is_same_v<Space, host>)
-      return std::vector<unsigned char>(s_->pool.data(), s_->pool.data() + s_->pool.size());
-    else return s_->pool.to_host();
+  // f(the pool in host memory): the nodes themselves on the host space, a copy from the device otherwise.
+  template <class F>
+  void with_host_pool(F&& f) const {
+    if constexpr (std::is_same_v<Space, host>) {
+      f(s_->pool.data());
+    } else {
+      const std::vector<unsigned char> pool = s_->pool.to_host();
+      f(pool.data());
+    }
   }
 
   // The entries of this matrix, state applied, in host memory.
@@ -289,13 +294,14 @@ class hisparse_matrix {
     return t;
   }
   void append(detail::hisparse::triplets<T>& t, T coef) const {
-    const std::vector<unsigned char> pool = host_pool();
     const T s = coef * scale_;
     const bool tr = transposed_;
-    detail::hisparse::for_each_entry<T>(s_->g, pool.data(), [&](std::int64_t r, std::int64_t c, T v) {
-      t.row.push_back(std::uint32_t(tr ? c : r));
-      t.col.push_back(std::uint32_t(tr ? r : c));
-      t.val.push_back(s * v);
+    with_host_pool([&](const unsigned char* pool) {
+      detail::hisparse::for_each_entry<T>(s_->g, pool, [&](std::int64_t r, std::int64_t c, T v) {
+        t.row.push_back(std::uint32_t(tr ? c : r));
+        t.col.push_back(std::uint32_t(tr ? r : c));
+        t.val.push_back(s * v);
+      });
     });
   }
 
