@@ -7,6 +7,7 @@
 #include <h2expr/detail/h2/h2_data.hpp>
 #include <h2expr/detail/h2/h2_file.hpp>
 #include <h2expr/detail/h2/hgemv.hpp>
+#include <h2expr/detail/h2/kernel_blocks.hpp>
 #include <h2expr/detail/core/error.hpp>
 #include <h2expr/detail/primitives/kernels.hpp>
 #include <h2expr/detail/operands/matrix.hpp>
@@ -56,9 +57,7 @@ class h2_matrix {
     const auto& tree = d.structure.row_tree();
     const auto& blocks = d.structure.blocks();
     const int L = tree.depth, p = options.cheb_points;
-    double k_double = 1;
-    for (int i = 0; i < D; ++i) k_double *= p;
-    detail::require(k_double <= 4096, "cheb_points^D = " + std::to_string(k_double) + " is too large a rank");
+    detail::interpolation_rank(p, D);
     const auto boxes = detail::make_chebyshev_boxes(tree, p);
     const int k = boxes.k;
     d.m_max = std::max(tree.max_leaf_size, 1);
@@ -74,50 +73,18 @@ class h2_matrix {
     d.row_basis = d.col_basis = basis;
     d.symmetric = detail::is_symmetric_kernel<Kernel>::value;
 
-    // Coupling matrices: kernel values between the interpolation points of the two clusters.
-    auto& c = *d.ctx;
+    // Coupling matrices: kernel values between the interpolation points of the two clusters; dense
+    // leaves: between the points of two leaves, padded to m_max x m_max.
     for (int l = 0; l <= L; ++l) {
       const auto& lv = blocks.coupling[l];
-      detail::block_points<T> bp;
-      for (int t = 0; t + 1 < int(lv.row_ptr.size()); ++t)
-        for (int b = lv.row_ptr[t]; b < lv.row_ptr[t + 1]; ++b) bp.row_node.push_back(t), bp.col_node.push_back(lv.col[b]);
-      d.coupling.emplace_back(d.ctx, std::size_t(bp.blocks()) * k * k);
-      if (bp.blocks() == 0) continue;
-      bp.row_points = detail::chebyshev_level_points<T>(boxes, l);
-      bp.col_points = bp.row_points;
-      bp.row_count.assign(std::size_t(1) << l, k);
-      bp.col_count = bp.row_count;
-      bp.row_stride = bp.col_stride = k;
-      detail::evaluate_blocks<T, D>(c, kernel, bp, d.coupling[l].data());
-      detail::require<non_finite_value>(detail::all_finite(c, d.coupling[l].data(), d.coupling[l].size()),
-                                        "the kernel returned NaN or infinity (coupling block, level " +
-                                            std::to_string(l) + ")");
+      std::vector<int> rows(lv.blocks());
+      for (int t = 0; t < lv.level_size(); ++t) std::fill(rows.begin() + lv.row_ptr[t], rows.begin() + lv.row_ptr[t + 1], t);
+      d.coupling.push_back(detail::kernel_coupling_blocks<T, D>(d.ctx, kernel, boxes, l, std::move(rows), lv.col));
     }
-
-    // Dense leaves: kernel values between the points of two leaves, padded to m_max x m_max.
-    {
-      const auto& dn = blocks.dense;
-      const int first = detail::cluster_tree::level_begin(L), leaves = detail::cluster_tree::level_size(L);
-      detail::block_points<T> bp;
-      for (int t = 0; t < leaves; ++t)
-        for (int b = dn.row_ptr[t]; b < dn.row_ptr[t + 1]; ++b) bp.row_node.push_back(t), bp.col_node.push_back(dn.col[b]);
-      bp.row_points.assign(std::size_t(leaves) * d.m_max * D, T(0));
-      bp.row_count.resize(leaves);
-      const auto& pts = d.structure.tree_points();
-      for (int t = 0; t < leaves; ++t) {
-        const int b0 = tree.begin[first + t], size = tree.end[first + t] - b0;
-        bp.row_count[t] = size;
-        std::copy_n(pts.begin() + std::size_t(b0) * D, std::size_t(size) * D,
-                    bp.row_points.begin() + std::size_t(t) * d.m_max * D);
-      }
-      bp.col_points = bp.row_points;
-      bp.col_count = bp.row_count;
-      bp.row_stride = bp.col_stride = d.m_max;
-      d.dense = detail::buffer<T, Space>(d.ctx, std::size_t(bp.blocks()) * d.m_max * d.m_max);
-      detail::evaluate_blocks<T, D>(c, kernel, bp, d.dense.data());
-      detail::require<non_finite_value>(detail::all_finite(c, d.dense.data(), d.dense.size()),
-                                        "the kernel returned NaN or infinity (dense block)");
-    }
+    const auto& dn = blocks.dense;
+    std::vector<int> rows(dn.blocks());
+    for (int t = 0; t < dn.level_size(); ++t) std::fill(rows.begin() + dn.row_ptr[t], rows.begin() + dn.row_ptr[t + 1], t);
+    d.dense = detail::kernel_dense_blocks<T, D>(d.ctx, kernel, tree, d.structure.tree_points(), d.m_max, std::move(rows), dn.col);
     return A;
   }
 
