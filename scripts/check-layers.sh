@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The layers of detail/h2expr/detail/ include only downward (README, "How the code is laid out"):
-#   core < primitives < operands < structure < h2 < randomized < expressions < operations
+#   core < primitives < operands < structure < h2 < randomized < expressions < operations < distributed
 # and nothing there includes a public header (include/h2expr/*.hpp: the facades on top). Within a layer,
 # the host/ and cuda/ backends do not include each other directly (a CUDA file may include the
 # primitives' interface, batched.hpp, which reaches both). Exits 1 and names every upward include.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-layers=(core primitives operands structure h2 randomized expressions operations)
+layers=(core primitives operands structure h2 randomized expressions operations distributed)
 rank() { local i; for i in "${!layers[@]}"; do [ "${layers[$i]}" = "$1" ] && { echo "$i"; return; }; done; echo -1; }
 bad=0
 while IFS= read -r file; do

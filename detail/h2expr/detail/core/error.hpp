@@ -85,6 +85,12 @@ struct cusparse_error : cuda_error {
   using cuda_error::cuda_error;
 };
 
+// The processes of a distributed (MPI) call disagree about its arguments (shapes, tolerances, options,
+// points): raised on every rank, so that none waits for the others in a collective.
+struct ranks_disagree : error {
+  using error::error;
+};
+
 namespace detail {
 // Throws E with a message when a precondition does not hold.
 template <class E = invalid_argument>

@@ -1,0 +1,166 @@
+// Distributed HGEMV (issue 23), host space. Run under mpiexec -n P:
+//   mpiexec -n P build/benchmarks/bench_distributed_host [log2 n = 16] [nv list = 1,16] [model: log2 points per rank = 12]
+// 1. Measured on this machine: the product A X and A^T X of a 2D exponential kernel matrix (the paper's
+//    first matrix set: a grid, correlation length 0.1 of its side, leaf 64, eta 0.9, rank 64), time per
+//    product (best of 5) against one process's h2_matrix, and every rank's traffic.
+// 2. On rank 0 only, the split's traffic at many ranks, from the structure alone (the plans every rank
+//    builds without communication): weak scaling with 2^model points per rank, the exact bytes and
+//    messages of sampled ranks, up to 1,024 ranks.
+#include <mpi.h>
+
+#include <h2expr/distributed.hpp>
+#include <h2expr/h2expr.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "timing.hpp"
+
+namespace hx = h2expr;
+namespace hd = h2expr::distributed;
+
+namespace {
+
+hx::point_cloud<double, 2> grid(int side) { return hx::point_cloud<double, 2>::grid({side, side}); }
+
+std::vector<int> parse_list(const char* s) {
+  std::vector<int> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoi(item));
+  return out;
+}
+
+// The traffic of rank p of P for one product with one vector, in values (multiply by nv and
+// sizeof(T)): point-to-point sent, messages, and the C-level rows it receives from the allgather.
+struct traffic {
+  double sent = 0, messages = 0, gathered = 0;
+};
+traffic plan_traffic(const hx::structure<double>& s, int P, int p, int k, int m) {
+  const int L = s.depth();
+  hx::detail::partition part(P, p, L);
+  std::vector<hx::detail::split_level> splits;
+  std::vector<const hx::detail::block_sparse_level*> levels;
+  for (int slot = 0; slot < part.slots(); ++slot) {
+    const int l = part.slot_level(slot);
+    const auto& lv = slot == part.slots() - 1 ? s.blocks().dense : s.blocks().coupling[l];
+    splits.push_back(part.split(lv, l));
+    levels.push_back(&lv);
+  }
+  traffic t;
+  for (const auto& peer : part.plans(levels, splits)) {
+    double values = 0;
+    for (int slot = 0; slot < part.slots(); ++slot)
+      values += double(peer.send[slot].size()) * (slot == part.slots() - 1 ? m : k);
+    t.sent += values, t.messages += values > 0;
+  }
+  int top = L;
+  for (int l = 0; l <= L; ++l)
+    if (s.blocks().coupling[l].blocks() > 0) {
+      top = l;
+      break;
+    }
+  if (top < part.c) t.gathered = double(std::int64_t(1) << part.c) * k;
+  return t;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  const int log2n = argc > 1 ? std::atoi(argv[1]) : 16;
+  const std::vector<int> nvs = parse_list(argc > 2 ? argv[2] : "1,16");
+  const int model_log2 = argc > 3 ? std::atoi(argv[3]) : 12;
+  const int side = int(std::lround(std::sqrt(double(1 << log2n))));
+  const int n = side * side;
+  const hx::build_options bo{.leaf_size = 64, .eta = 0.9, .cheb_points = 8};
+  const hx::kernels::exponential kernel{0.1};
+  const auto points = grid(side);
+
+  if (rank == 0)
+    std::printf("# distributed HGEMV, host space, %d ranks (OMP_NUM_THREADS=%s each), double\n"
+                "# 2D exponential kernel (length 0.1) on a %d x %d grid (n = %d), leaf 64, eta 0.9, rank 64\n",
+                ranks, std::getenv("OMP_NUM_THREADS") ? std::getenv("OMP_NUM_THREADS") : "default", side, side, n);
+  auto t0 = std::chrono::steady_clock::now();
+  const auto A = hd::h2_matrix<double>::from_kernel(MPI_COMM_WORLD, points, kernel, bo);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double build = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::vector<std::size_t> bytes(static_cast<std::size_t>(ranks));
+  const std::size_t mine = A.memory_bytes();
+  MPI_Gather(&mine, 1, MPI_UINT64_T, bytes.data(), 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  // One process's matrix, for the single-process time (rank 0 builds it alone: the others wait).
+  hx::h2_matrix<double> S;
+  if (rank == 0) {
+    S = hx::h2_matrix<double>::from_kernel(points, kernel, bo);
+    std::printf("# build: %.2f s distributed; C-level %d of depth %d; bytes per rank %.1f .. %.1f MB (one process: %.1f MB)\n",
+                build, A.c_level(), A.structure().depth(), *std::min_element(bytes.begin(), bytes.end()) / 1e6,
+                *std::max_element(bytes.begin(), bytes.end()) / 1e6, S.memory_bytes() / 1e6);
+    std::printf("\n| %-4s | %3s | %5s | %12s | %12s | %12s | %12s | %10s | %14s | %14s |\n", "op", "nv", "ranks",
+                "time (ms)", "1 proc (ms)", "waiting (ms)", "max sent KB", "max msgs", "allgather KB", "bytes/rank/vec");
+    std::printf("|------|-----|-------|--------------|--------------|--------------|--------------|------------|----------------|----------------|\n");
+  }
+  for (int nv : nvs)
+    for (bool transpose : {false, true}) {
+      const hx::matrix<double> X = hx::matrix<double>::random(A.local_rows(), nv, 7);
+      hd::product_report r;
+      double best = 1e300, waiting = 0;
+      for (int run = 0; run < 6; ++run) {
+        hd::product_report one;
+        MPI_Barrier(MPI_COMM_WORLD);
+        const auto s0 = std::chrono::steady_clock::now();
+        hd::multiply(A, X, transpose, &one);
+        MPI_Barrier(MPI_COMM_WORLD);
+        const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
+        if (run > 0 && sec < best) best = sec, waiting = one.seconds_waiting, r = one;  // run 0: warm-up
+      }
+      double one_process = 0;
+      if (rank == 0) {
+        const hx::matrix<double> Xs = hx::matrix<double>::random(n, nv, 7);
+        one_process = hx::bench::best_seconds(S.context(), [&] {
+          hx::detail::multiply(S, transpose ? hx::detail::op::transpose : hx::detail::op::none, Xs);
+        });
+      }
+      double local[3] = {double(r.bytes_sent), double(r.messages_sent), waiting}, worst[3];
+      MPI_Reduce(local, worst, 3, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+      if (rank == 0)
+        std::printf("| %-4s | %3d | %5d | %12.2f | %12.2f | %12.2f | %12.1f | %10.0f | %14.1f | %14.0f |\n",
+                    transpose ? "A^T" : "A", nv, ranks, best * 1e3, one_process * 1e3, worst[2] * 1e3, worst[0] / 1e3,
+                    worst[1], double(r.allgather_bytes) / 1e3, worst[0] / nv);
+    }
+
+  if (rank == 0 && model_log2 > 0) {
+    std::printf("\n# The split at scale (rank 0 computes every sampled rank's plans from the structure): weak scaling, "
+                "2^%d points per rank,\n# the same problem set; values per vector (x 8 bytes in double); sampled ranks: "
+                "0, P/2, P - 1 and up to 13 more.\n\n",
+                model_log2);
+    std::printf("| %6s | %9s | %7s | %13s | %13s | %11s | %14s |\n", "ranks", "n", "C-level", "max sent KB", "mean sent KB",
+                "max msgs", "allgather KB");
+    std::printf("|--------|-----------|---------|---------------|---------------|-------------|----------------|\n");
+    for (int P : {2, 4, 16, 64, 256, 1024}) {
+      const int s2 = int(std::lround(std::sqrt(double(P) * double(1 << model_log2))));
+      const auto st = hx::structure<double>::from_points(grid(s2), bo);
+      std::vector<int> sample{0, P / 2, P - 1};
+      for (int i = 1; i <= 13 && int(sample.size()) < P; ++i) sample.push_back(int((std::int64_t(i) * 7919) % P));
+      std::sort(sample.begin(), sample.end());
+      sample.erase(std::unique(sample.begin(), sample.end()), sample.end());
+      double max_sent = 0, sum_sent = 0, max_msgs = 0, gathered = 0;
+      for (int p : sample) {
+        const traffic t = plan_traffic(st, P, p, 64, std::max(st.row_tree().max_leaf_size, 1));
+        max_sent = std::max(max_sent, t.sent), sum_sent += t.sent, max_msgs = std::max(max_msgs, t.messages);
+        gathered = t.gathered;
+      }
+      hx::detail::partition part(P, 0, st.depth());
+      std::printf("| %6d | %9d | %3d / %d | %13.1f | %13.1f | %11.0f | %14.1f |\n", P, s2 * s2, part.c, st.depth(),
+                  max_sent * 8 / 1e3, sum_sent / double(sample.size()) * 8 / 1e3, max_msgs, gathered * 8 / 1e3);
+    }
+  }
+  MPI_Finalize();
+  return 0;
+}

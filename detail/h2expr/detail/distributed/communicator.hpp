@@ -1,0 +1,224 @@
+#pragma once
+// The MPI side of h2expr's distributed calls: a communicator of their own (a duplicate of the
+// user's, so that h2expr's messages never match the user's), the agreement run at every phase
+// boundary (all ranks return, or all throw the same error: never one rank left waiting in a
+// collective), and messages whose values live in a space (staged through host memory on the CUDA
+// space: MPI reads host memory whatever it was built with).
+#include <h2expr/detail/core/buffer.hpp>
+#include <h2expr/detail/core/error.hpp>
+#include <h2expr/detail/core/space.hpp>
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace h2expr::detail {
+
+template <class T>
+MPI_Datatype mpi_type() {
+  if constexpr (std::is_same_v<T, float>) return MPI_FLOAT;
+  else if constexpr (std::is_same_v<T, double>) return MPI_DOUBLE;
+  else if constexpr (std::is_same_v<T, std::int64_t>) return MPI_INT64_T;
+  else if constexpr (std::is_same_v<T, int>) return MPI_INT;
+  else static_assert(sizeof(T) == 0, "mpi_type: no MPI datatype for this type");
+}
+
+inline void mpi_check(int code, const char* call) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  throw error(std::string("h2expr: ") + call + " failed: " + std::string(text, std::size_t(length)));
+}
+
+// What went wrong on one rank, carried to the others by the next agreement: the exception's kind
+// (so that every rank throws the same type) and its message.
+struct rank_failure {
+  enum kind_t : int { none = 0, other, invalid, dimensions, non_finite, disagree, numerical, memory };
+  int kind = none;
+  std::string message;
+  explicit operator bool() const { return kind != none; }
+
+  // Runs f, keeping what it throws instead of letting it leave this rank alone.
+  template <class F>
+  static rank_failure of(F&& f) {
+    try {
+      std::forward<F>(f)();
+      return {};
+    } catch (const dimension_mismatch& e) {
+      return {dimensions, e.what()};
+    } catch (const non_finite_value& e) {
+      return {non_finite, e.what()};
+    } catch (const invalid_argument& e) {
+      return {invalid, e.what()};
+    } catch (const ranks_disagree& e) {
+      return {disagree, e.what()};
+    } catch (const numerical_failure& e) {
+      return {numerical, e.what()};
+    } catch (const std::bad_alloc&) {
+      return {memory, "h2expr: out of memory"};
+    } catch (const std::exception& e) {
+      return {other, e.what()};
+    }
+  }
+  [[noreturn]] void raise(const std::string& message_on_all) const {
+    switch (kind) {
+      case dimensions: throw dimension_mismatch(message_on_all);
+      case non_finite: throw non_finite_value(message_on_all);
+      case invalid: throw invalid_argument(message_on_all);
+      case disagree: throw ranks_disagree(message_on_all);
+      case numerical: throw numerical_failure(message_on_all);
+      default: throw error(message_on_all);
+    }
+  }
+};
+
+// One value every rank must give alike, named for the message when they do not.
+struct agreed_value {
+  const char* name;
+  std::int64_t value;
+};
+inline std::int64_t bits_of(double v) {
+  std::int64_t b;
+  std::memcpy(&b, &v, sizeof b);
+  return b;
+}
+
+class communicator {
+ public:
+  explicit communicator(MPI_Comm user) {
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    require(initialized && !finalized, "distributed: MPI is not initialized (call MPI_Init before, MPI_Finalize after)");
+    require(user != MPI_COMM_NULL, "distributed: the communicator is MPI_COMM_NULL");
+    mpi_check(MPI_Comm_dup(user, &comm_), "MPI_Comm_dup");
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);  // failures come back as codes, then as h2expr::error
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  ~communicator() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Comm_free(&comm_);
+  }
+  communicator(const communicator&) = delete;
+  communicator& operator=(const communicator&) = delete;
+
+  MPI_Comm get() const { return comm_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // Collective: every rank calls it at the same point with the values all must share and what failed
+  // on it, if anything. Then all return, or all throw: the failure of the lowest failing rank (its
+  // type, its message naming the rank), else ranks_disagree naming the first value that differs.
+  void agree(const std::string& what, const std::vector<agreed_value>& values, const rank_failure& failure = {}) const {
+    // One MAX reduction: the lowest failing rank as size - rank, each value and its complement (~v:
+    // the maximum of ~v is ~min v, with no overflow).
+    std::vector<std::int64_t> mine(1 + 2 * values.size()), all(mine.size());
+    mine[0] = failure ? size_ - rank_ : 0;
+    for (std::size_t i = 0; i < values.size(); ++i) mine[1 + 2 * i] = values[i].value, mine[2 + 2 * i] = ~values[i].value;
+    mpi_check(MPI_Allreduce(mine.data(), all.data(), int(mine.size()), MPI_INT64_T, MPI_MAX, comm_), "MPI_Allreduce");
+    if (all[0] > 0) {
+      const int root = size_ - int(all[0]);
+      rank_failure f = failure;
+      std::int64_t head[2] = {f.kind, std::int64_t(f.message.size())};
+      mpi_check(MPI_Bcast(head, 2, MPI_INT64_T, root, comm_), "MPI_Bcast");
+      f.kind = int(head[0]);
+      f.message.resize(std::size_t(head[1]));
+      if (head[1] > 0) mpi_check(MPI_Bcast(f.message.data(), int(head[1]), MPI_CHAR, root, comm_), "MPI_Bcast");
+      std::string text = f.message.rfind("h2expr: ", 0) == 0 ? f.message.substr(8) : f.message;
+      f.raise("h2expr: " + what + " failed on rank " + std::to_string(root) + " of " + std::to_string(size_) + ": " + text);
+    }
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const std::int64_t hi = all[1 + 2 * i], lo = ~all[2 + 2 * i];
+      if (hi != lo)
+        throw ranks_disagree("h2expr: " + what + ": the ranks disagree on " + values[i].name + " (" + std::to_string(lo) +
+                             " on some, " + std::to_string(hi) + " on others)");
+    }
+  }
+
+  // Collective: every rank's count values, one after the other in rank order (counts: every rank's).
+  template <class T>
+  void allgather(const T* mine, const std::vector<int>& counts, T* all) const {
+    std::vector<int> displs(counts.size() + 1, 0);
+    for (std::size_t q = 0; q < counts.size(); ++q) displs[q + 1] = displs[q] + counts[q];
+    mpi_check(MPI_Allgatherv(mine, counts[rank_], mpi_type<T>(), all, counts.data(), displs.data(), mpi_type<T>(), comm_),
+              "MPI_Allgatherv");
+  }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+};
+
+// A message's values in the space, where h2expr's kernels pack and unpack them, and the host memory
+// MPI reads or writes: the same memory on the host space, a staged copy on the CUDA space.
+template <class T, class Space>
+class message {
+ public:
+  message(const context_ptr<Space>& ctx, std::size_t n) : values_(ctx, n) {
+    if constexpr (!std::is_same_v<Space, host>) staged_.resize(n);
+  }
+  T* data() { return values_.data(); }
+  std::size_t size() const { return values_.size(); }
+  T* mpi() {
+    if constexpr (std::is_same_v<Space, host>) return values_.data();
+    else return staged_.data();
+  }
+  void before_send() {
+    if constexpr (!std::is_same_v<Space, host>)
+      if (size()) download_2d(*values_.context(), size(), 1, values_.data(), size(), staged_.data(), size());
+  }
+  void after_receive() {
+    if constexpr (!std::is_same_v<Space, host>)
+      if (size()) upload_2d(*values_.context(), size(), 1, staged_.data(), size(), values_.data(), size());
+  }
+
+ private:
+  buffer<T, Space> values_;
+  std::vector<T> staged_;
+};
+
+// Non-blocking point-to-point messages, completed by wait() (or on destruction, so that no buffer
+// goes away under a pending request).
+class pending {
+ public:
+  pending() = default;
+  pending(const pending&) = delete;
+  pending& operator=(const pending&) = delete;
+  ~pending() {
+    if (!requests_.empty()) MPI_Waitall(int(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+  }
+  template <class T>
+  void send(const communicator& c, const T* data, std::size_t n, int to) {
+    require(n <= std::size_t(INT32_MAX), "distributed: a message of more than 2^31 - 1 values");
+    requests_.emplace_back();
+    mpi_check(MPI_Isend(data, int(n), mpi_type<T>(), to, tag, c.get(), &requests_.back()), "MPI_Isend");
+  }
+  template <class T>
+  void receive(const communicator& c, T* data, std::size_t n, int from) {
+    require(n <= std::size_t(INT32_MAX), "distributed: a message of more than 2^31 - 1 values");
+    requests_.emplace_back();
+    mpi_check(MPI_Irecv(data, int(n), mpi_type<T>(), from, tag, c.get(), &requests_.back()), "MPI_Irecv");
+  }
+  void wait() {
+    if (requests_.empty()) return;
+    const int code = MPI_Waitall(int(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+    requests_.clear();
+    mpi_check(code, "MPI_Waitall");
+  }
+
+ private:
+  static constexpr int tag = 0x4832;  // "H2"; the communicator is h2expr's own
+  std::vector<MPI_Request> requests_;
+};
+
+}  // namespace h2expr::detail

@@ -1,0 +1,9 @@
+#pragma once
+// h2expr::distributed: H2 matrices split over the ranks of an MPI communicator (a program includes
+// this header and links MPI::MPI_CXX besides h2expr::h2expr; the rest of h2expr needs no MPI).
+//   namespace hd = h2expr::distributed;
+//   auto A = hd::h2_matrix<double>::from_kernel(MPI_COMM_WORLD, points, kernel, options);  // collective
+//   const std::vector<hx::index>& mine = A.local_indices();  // the points this rank owns
+//   hx::matrix<double> Y = A * X, Z = hx::transpose(A) * X;  // X, Y, Z: this rank's rows, in mine's order
+// Defined in detail/h2expr/detail/distributed/ (the layers: README, "How the code is laid out").
+#include <h2expr/detail/distributed/h2_matrix.hpp>

@@ -1,0 +1,229 @@
+// The distributed H2 matrix (issue 23) against the single-process one, on the host space, float and
+// double (those of H2EXPR_TEST_SCALARS). CMakeLists.txt runs this program under mpiexec with 1, 2, 3 and 4 ranks; every rank runs
+// every test, and the result is the worst over the ranks. Inputs come from a seed that rank 0 draws
+// fresh (printed; H2EXPR_TEST_SEED replays it) and shares, so every rank builds the same problem.
+#include <mpi.h>
+
+#include <h2expr/distributed.hpp>
+#include <h2expr/h2_matrix.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "instances/h2_matrix.hpp"
+#include "support.hpp"
+
+namespace hd = h2expr::distributed;
+
+namespace h2expr::test {
+namespace {
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int world_size() {
+  int s = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+// test_seed() (support.hpp) on rank 0, the same on every rank.
+std::uint64_t shared_seed(std::uint64_t salt) {
+  std::uint64_t s = test_seed();
+  MPI_Bcast(&s, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  return s ^ (salt * 0x9e3779b97f4a7c15ull);
+}
+
+template <class T, int D>
+point_cloud<T, D> random_points(int n, std::uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<std::array<T, D>> p(static_cast<std::size_t>(n));
+  for (auto& x : p)
+    for (int k = 0; k < D; ++k) x[k] = T(u(g));
+  return point_cloud<T, D>(std::move(p));
+}
+
+template <class T>
+using dist_matrix = hd::h2_matrix<T, host>;
+
+template <class T>
+dense<T> random_block(index rows, int cols, std::uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::normal_distribution<double> nd;
+  dense<T> X(rows, cols);
+  for (index i = 0; i < X.size(); ++i) X.data()[i] = T(nd(g));
+  return X;
+}
+
+template <class T>
+dense<T> rows_of(const dense<T>& G, const std::vector<index>& idx) {
+  dense<T> out(index(idx.size()), G.cols());
+  for (std::size_t i = 0; i < idx.size(); ++i) out.row(index(i)) = G.row(idx[i]);
+  return out;
+}
+
+// ||local - expected|| / ||expected|| over all ranks' rows: the same value on every rank.
+template <class T>
+double global_error(const dense<T>& local, const dense<T>& expected) {
+  double mine[2] = {(local.template cast<double>() - expected.template cast<double>()).squaredNorm(),
+                    expected.template cast<double>().squaredNorm()};
+  double all[2];
+  MPI_Allreduce(mine, all, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return all[1] > 0 ? std::sqrt(all[0] / all[1]) : std::sqrt(all[0]);
+}
+
+// A and A^T times a block of vectors, distributed against one process, and the traffic's bookkeeping.
+template <class T, int D, class Kernel>
+void expect_products_match(const Kernel& kernel, int n, const build_options& bo, int nv, const char* what,
+                           std::uint64_t salt) {
+  const std::uint64_t seed = shared_seed(salt);
+  const auto points = random_points<T, D>(n, seed);
+  const auto A = dist_matrix<T>::from_kernel(MPI_COMM_WORLD, points, kernel, bo);
+  const auto S = h2_matrix<T, host>::from_kernel(points, kernel, bo);
+  EXPECT_EQ(A.rows(), n) << what;
+  EXPECT_EQ(A.ranks(), world_size()) << what;
+  EXPECT_EQ(A.symmetric(), S.symmetric()) << what;
+  EXPECT_EQ(A.basis_ranks(), S.ranks()) << what;
+  const dense<T> X = random_block<T>(n, nv, seed + 1);
+  const matrix<T, host> Xl(rows_of(X, A.local_indices()));
+  const matrix<T, host> Xg(X);
+  hd::product_report forward, backward;
+  const dense<T> Y = to_dense(hd::multiply(A, Xl, false, &forward));
+  const dense<T> Z = to_dense(transpose(A) * Xl);
+  hd::multiply(A, Xl, true, &backward);
+  const dense<T> Ys = to_dense(detail::multiply(S, detail::op::none, Xg));
+  const dense<T> Zs = to_dense(detail::multiply(S, detail::op::transpose, Xg));
+  const double ey = global_error(Y, rows_of(Ys, A.local_indices())), ez = global_error(Z, rows_of(Zs, A.local_indices()));
+  EXPECT_LT(ey, tol<T>(10)) << what << ": A X";
+  EXPECT_LT(ez, tol<T>(10)) << what << ": A^T X";
+  // Messages: what one rank sends another receives (totals over the ranks), A^T's traffic is A's
+  // reversed, one rank alone sends nothing.
+  std::int64_t mine[4] = {forward.bytes_sent, forward.bytes_received, backward.bytes_sent, backward.bytes_received}, all[4];
+  MPI_Allreduce(mine, all, 4, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT_EQ(all[0], all[1]) << what;
+  EXPECT_EQ(forward.bytes_sent, backward.bytes_received) << what;
+  EXPECT_EQ(forward.bytes_received, backward.bytes_sent) << what;
+  EXPECT_EQ(forward.messages_sent, backward.messages_received) << what;
+  if (world_size() == 1) {
+    EXPECT_EQ(forward.bytes_sent + forward.allgather_bytes, 0) << what;
+  } else if ((1 << A.structure().depth()) >= 2 * world_size()) {
+    EXPECT_GT(all[0], 0) << what << ": no rank needed another's coefficients";
+  }
+  if (world_rank() == 0)
+    std::printf("%s, %d ranks (C-level %d of %d): error A X %.1e, A^T X %.1e; rank 0 sent %lld bytes in %lld messages\n",
+                what, world_size(), A.c_level(), A.structure().depth(), ey, ez, (long long)forward.bytes_sent,
+                (long long)forward.messages_sent);
+  EXPECT_GE(forward.seconds, forward.seconds_waiting) << what;
+}
+
+template <class T>
+struct distributed_test : ::testing::Test {};
+// The scalar types of the build (H2EXPR_TEST_SCALARS: CMakeLists.txt).
+#if defined(H2EXPR_TEST_FLOAT) && defined(H2EXPR_TEST_DOUBLE)
+using scalars = ::testing::Types<float, double>;
+#elif defined(H2EXPR_TEST_FLOAT)
+using scalars = ::testing::Types<float>;
+#else
+using scalars = ::testing::Types<double>;
+#endif
+TYPED_TEST_SUITE(distributed_test, scalars);
+
+TYPED_TEST(distributed_test, products_match_one_process) {
+  using T = TypeParam;
+  expect_products_match<T, 2>(kernels::exponential{0.2}, 3001, {.leaf_size = 32}, 3, "2D exponential", 1);
+  expect_products_match<T, 3>(skewed_kernel(0.3), 1500, {.leaf_size = 24, .cheb_points = 3}, 2, "3D non-symmetric", 2);
+  expect_products_match<T, 1>(skewed_kernel(0.2), 777, {.leaf_size = 16, .weak_admissibility = true}, 1,
+                              "1D weak admissibility", 3);
+  // Fewer leaves than ranks (2 leaves): some ranks own nothing and still take part.
+  expect_products_match<T, 2>(kernels::exponential{0.2}, 50, {.leaf_size = 32}, 4, "two leaves", 4);
+}
+
+TYPED_TEST(distributed_test, local_indices_partition_the_points) {
+  using T = TypeParam;
+  const int n = 2000;
+  const auto A = dist_matrix<T>::from_kernel(MPI_COMM_WORLD, random_points<T, 2>(n, shared_seed(5)), kernels::exponential{0.1},
+                                                      {.leaf_size = 20});
+  const auto& mine = A.local_indices();
+  EXPECT_EQ(A.local_rows(), index(mine.size()));
+  int count = int(mine.size());
+  std::vector<int> counts(static_cast<std::size_t>(world_size()));
+  MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  std::vector<int> displs(counts.size() + 1, 0);
+  for (std::size_t q = 0; q < counts.size(); ++q) displs[q + 1] = displs[q] + counts[q];
+  ASSERT_EQ(displs.back(), n);
+  std::vector<index> all(static_cast<std::size_t>(n));
+  MPI_Allgatherv(mine.data(), count, MPI_INT64_T, all.data(), counts.data(), displs.data(), MPI_INT64_T, MPI_COMM_WORLD);
+  std::sort(all.begin(), all.end());
+  for (int i = 0; i < n; ++i) EXPECT_EQ(all[std::size_t(i)], i);
+  // Balanced: the C-level gives every rank at most 1.5x the smallest share's leaves (+1 leaf of rounding).
+  const int leaves = 1 << A.structure().depth();
+  const int per_rank = leaves / world_size();
+  if (per_rank >= 2) {
+    const auto [lo, hi] = std::minmax_element(counts.begin(), counts.end());
+    EXPECT_LE(double(*hi), 1.5 * double(*lo) + 2.0 * A.data().m_max) << "shares " << *lo << " .. " << *hi;
+  }
+  EXPECT_GT(A.memory_bytes(), 0u);
+}
+
+TYPED_TEST(distributed_test, zero_vectors) {
+  using T = TypeParam;
+  const auto A = dist_matrix<T>::from_kernel(MPI_COMM_WORLD, random_points<T, 2>(500, shared_seed(6)), kernels::exponential{0.1},
+                                                      {.leaf_size = 16});
+  const matrix<T, host> X(A.local_rows(), 0);
+  EXPECT_EQ((A * X).cols(), 0);
+  EXPECT_EQ((transpose(A) * X).rows(), A.local_rows());
+}
+
+// A mismatch between ranks, or a failure on one rank, raises on every rank (never a hang), and the
+// matrix keeps working afterwards.
+TYPED_TEST(distributed_test, disagreement_raises_on_every_rank) {
+  using T = TypeParam;
+  const int r = world_rank(), last = world_size() - 1;
+  const std::uint64_t seed = shared_seed(7), other = shared_seed(8);  // collective: on every rank
+  const auto points = random_points<T, 2>(600, seed);
+  const auto moved = random_points<T, 2>(600, r == last ? other : seed);
+  if (world_size() > 1) {
+    EXPECT_THROW(dist_matrix<T>::from_kernel(MPI_COMM_WORLD, moved, kernels::exponential{0.1}, {.leaf_size = 16}), ranks_disagree);
+    const build_options leaf{.leaf_size = r == last ? 20 : 16};
+    EXPECT_THROW(dist_matrix<T>::from_kernel(MPI_COMM_WORLD, points, kernels::exponential{0.1}, leaf), ranks_disagree);
+  }
+  // Bad options on one rank: that rank's error, on every rank.
+  const build_options bad{.leaf_size = r == last ? 0 : 16};
+  EXPECT_THROW(dist_matrix<T>::from_kernel(MPI_COMM_WORLD, points, kernels::exponential{0.1}, bad), invalid_argument);
+  // A kernel that fails on one rank's blocks only.
+  auto nan_on_last = [r, last](const auto& x, const auto& y) {
+    using S = std::decay_t<decltype(x[0])>;
+    return r == last ? std::numeric_limits<S>::quiet_NaN() : std::exp(-detail::distance(x, y));
+  };
+  EXPECT_THROW(dist_matrix<T>::from_kernel(MPI_COMM_WORLD, points, nan_on_last, {.leaf_size = 16}), non_finite_value);
+
+  const auto A = dist_matrix<T>::from_kernel(MPI_COMM_WORLD, points, kernels::exponential{0.1}, {.leaf_size = 16});
+  if (world_size() > 1) {
+    const matrix<T, host> X(A.local_rows(), r == last ? 2 : 3);
+    EXPECT_THROW(A * X, ranks_disagree);
+  }
+  const matrix<T, host> wrong(A.local_rows() + (r == last ? 1 : 0), 2);
+  EXPECT_THROW(A * wrong, dimension_mismatch);
+  EXPECT_THROW(transpose(A) * wrong, dimension_mismatch);
+  const matrix<T, host> X(A.local_rows(), 2);
+  EXPECT_EQ((A * X).rows(), A.local_rows());
+}
+
+}  // namespace
+}  // namespace h2expr::test
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  if (h2expr::test::world_rank() != 0) ::testing::GTEST_FLAG(brief) = true;  // other ranks print their failures only
+  ::testing::InitGoogleTest(&argc, argv);
+  int result = RUN_ALL_TESTS(), worst = 0;
+  MPI_Allreduce(&result, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return worst;
+}
