@@ -144,6 +144,52 @@ TYPED_TEST(distributed_test, products_match_one_process) {
   expect_products_match<T, 2>(kernels::exponential{0.2}, 50, {.leaf_size = 32}, 4, "two leaves", 4);
 }
 
+// Orthogonalized on the ranks: the operator unchanged, every own leaf's basis the single process's, and
+// its products those of the single process's orthogonalized matrix.
+template <class T, int D, class Kernel>
+void expect_orthogonalize_matches(const Kernel& kernel, int n, const build_options& bo, const char* what, std::uint64_t salt) {
+  const std::uint64_t seed = shared_seed(salt);
+  const auto points = random_points<T, D>(n, seed);
+  auto A = dist_matrix<T>::from_kernel(MPI_COMM_WORLD, points, kernel, bo);
+  auto S = h2_matrix<T, host>::from_kernel(points, kernel, bo);
+  const dense<T> X = random_block<T>(n, 2, seed + 1);
+  const matrix<T, host> Xl(rows_of(X, A.local_indices())), Xg(X);
+  const dense<T> before = to_dense(detail::multiply(S, detail::op::none, Xg));
+  const int leaf_rank = A.basis_ranks().back();
+  orthogonalize(A);
+  orthogonalize(S);
+  EXPECT_EQ(A.basis_ranks(), S.ranks()) << what;
+  const auto& own = A.data().row_basis->leaves;
+  const std::vector<T> mine = own.to_host(), all = S.data().row_basis->leaves.to_host();
+  const std::size_t per = std::size_t(A.data().m_max) * S.ranks().back(), first = std::size_t(A.data().dist.begin(A.structure().depth())) * per;
+  ASSERT_EQ(mine.size() + first <= all.size(), true) << what;
+  double diff = 0;
+  for (std::size_t i = 0; i < mine.size(); ++i) diff = std::max(diff, std::abs(double(mine[i]) - double(all[first + i])));
+  EXPECT_LT(diff, tol<T>(10)) << what << ": the own leaves differ from one process's";
+  const dense<T> Y = to_dense(A * Xl), Z = to_dense(transpose(A) * Xl);
+  const auto idx = A.local_indices();
+  const double ey = global_error(Y, rows_of(to_dense(detail::multiply(S, detail::op::none, Xg)), idx));
+  const double ez = global_error(Z, rows_of(to_dense(detail::multiply(S, detail::op::transpose, Xg)), idx));
+  const double changed = global_error(Y, rows_of(before, idx));
+  EXPECT_LT(ey, tol<T>(10)) << what << ": A X";
+  EXPECT_LT(ez, tol<T>(10)) << what << ": A^T X";
+  EXPECT_LT(changed, tol<T>(100)) << what << ": the operator changed";
+  double worst = 0;
+  MPI_Allreduce(&diff, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  if (world_rank() == 0)
+    std::printf("orthogonalize, %s, %d ranks: leaf rank %d -> %d; leaves differ by %.1e; against one process's: A X %.1e, "
+                "A^T X %.1e; the operator moved by %.1e\n",
+                what, world_size(), leaf_rank, A.basis_ranks().back(), worst, ey, ez, changed);
+}
+
+TYPED_TEST(distributed_test, orthogonalize_matches_one_process) {
+  using T = TypeParam;
+  expect_orthogonalize_matches<T, 2>(kernels::exponential{0.2}, 2500, {.leaf_size = 32}, "2D exponential", 11);
+  // Leaves of 24 points or fewer with rank 27: the leaf ranks shrink to 24.
+  expect_orthogonalize_matches<T, 3>(skewed_kernel(0.3), 1200, {.leaf_size = 24, .cheb_points = 3}, "3D non-symmetric", 12);
+  expect_orthogonalize_matches<T, 2>(kernels::exponential{0.2}, 50, {.leaf_size = 32}, "two leaves", 13);
+}
+
 TYPED_TEST(distributed_test, local_indices_partition_the_points) {
   using T = TypeParam;
   const int n = 2000;

@@ -51,6 +51,7 @@ struct distributed_data {
   // Slots (levels c..L, then the dense leaves): this rank's blocks [diag | off], their arrays, and the
   // rows per node (k_l, or m_max for the dense leaves).
   std::vector<buffer<T, Space>> blocks;
+  std::vector<split_level> split_host;  // on the host, for operations that rebuild the blocks
   std::vector<split_arrays<Space>> splits;
   std::vector<int> unit;
   // Exchanges: per peer, the plan and the own rows it needs, every slot's one after the other.
@@ -68,5 +69,23 @@ struct distributed_data {
     return s;
   }
 };
+
+// The own rows each peer's messages carry in a product (node n of slot s: rows n unit[s] ..), for the
+// current ranks: built with the matrix, rebuilt when an operation changes its ranks.
+template <class T, class Space>
+void build_peer_rows(distributed_data<T, Space>& d) {
+  d.peer_rows.clear(), d.peer_row_at.clear();
+  for (const auto& p : d.peers) {
+    std::vector<int> rows;
+    std::vector<std::int64_t> at{0};
+    for (int s = 0; s < d.dist.slots(); ++s) {
+      for (int node : p.send[s])
+        for (int r = 0; r < d.unit[s]; ++r) rows.push_back(node * d.unit[s] + r);
+      at.push_back(std::int64_t(rows.size()));
+    }
+    d.peer_rows.emplace_back(d.ctx, rows);
+    d.peer_row_at.push_back(std::move(at));
+  }
+}
 
 }  // namespace h2expr::detail

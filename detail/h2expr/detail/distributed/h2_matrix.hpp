@@ -3,6 +3,7 @@
 // by block rows below a C-level (partition in distribution.hpp), each rank holding its share in the layouts of
 // h2_data, multiplied by distributed HGEMV (hgemv.hpp). Every call is collective.
 #include <h2expr/detail/distributed/hgemv.hpp>
+#include <h2expr/detail/distributed/orthogonalize.hpp>
 #include <h2expr/detail/h2/kernel_blocks.hpp>
 #include <h2expr/detail/operands/matrix.hpp>
 #include <h2expr/detail/structure/build_options.hpp>
@@ -18,6 +19,19 @@
 #include <vector>
 
 namespace h2expr {
+namespace distributed {
+template <class T, class Space>
+class h2_matrix;
+}
+
+namespace detail {
+// The mutable share of a distributed matrix, for h2expr's operations that change one in place.
+struct distributed_access {
+  template <class T, class Space>
+  static distributed_data<T, Space>& data(distributed::h2_matrix<T, Space>& A) { return A.d_; }
+};
+}  // namespace detail
+
 namespace distributed {
 
 using product_report = detail::distributed_product_report;
@@ -82,6 +96,7 @@ class h2_matrix {
   const detail::distributed_data<T, Space>& data() const { return d_; }
 
  private:
+  friend struct detail::distributed_access;
   template <int D>
   static std::int64_t hash(const point_cloud<T, D>& points) {  // FNV-1a over the coordinates' bytes
     std::uint64_t h = 0xcbf29ce484222325ull;
@@ -165,17 +180,8 @@ class h2_matrix {
       splits.push_back(std::move(sp));
     }
     d.peers = dist.plans(levels, splits);
-    for (const auto& p : d.peers) {
-      std::vector<int> rows;
-      std::vector<std::int64_t> at{0};
-      for (int s = 0; s < dist.slots(); ++s) {
-        for (int node : p.send[s])
-          for (int r = 0; r < d.unit[s]; ++r) rows.push_back(node * d.unit[s] + r);
-        at.push_back(std::int64_t(rows.size()));
-      }
-      d.peer_rows.emplace_back(d.ctx, rows);
-      d.peer_row_at.push_back(std::move(at));
-    }
+    d.split_host = std::move(splits);
+    detail::build_peer_rows(d);
 
     // This rank's rows: the points of its leaves, in tree order.
     std::vector<int> padded(std::size_t(dist.count(L)) * m, -1);
@@ -224,6 +230,13 @@ matrix<T, Space> operator*(const transposed<T, Space>& At, const matrix<T, Space
 template <class T, class Space>
 distributed::transposed<T, Space> transpose(const distributed::h2_matrix<T, Space>& A) {
   return {A};
+}
+
+// Collective: A's bases made orthonormal, the operator unchanged (to rounding); every node's basis is
+// the one h2expr::orthogonalize gives the same matrix in one process.
+template <class T, class Space>
+void orthogonalize(distributed::h2_matrix<T, Space>& A) {
+  detail::distributed_orthogonalize(detail::distributed_access::data(A));
 }
 
 }  // namespace h2expr

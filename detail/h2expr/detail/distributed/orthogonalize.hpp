@@ -1,0 +1,187 @@
+#pragma once
+// Distributed orthogonalization (section 5 of the distributed H2 paper, its first half): the bases
+// made orthonormal without changing the operator, each rank on its share, as the single-process
+// orthogonalize (h2/orthogonalize.hpp) does on the whole tree:
+//   QR of the own leaves, then of [R_c1 E_c1; R_c2 E_c2] up the own subtrees -> allgather of the
+//   C-level R factors; the top's on every rank -> the R factors of the ghosts (one message per
+//   neighbour, the product's plans) -> S_ts := R_t S_ts R_s^T for the own block rows and the top.
+// The same inputs meet the same code, so every node's new basis is the single process's.
+#include <h2expr/detail/distributed/data.hpp>
+#include <h2expr/detail/h2/orthogonalize.hpp>
+#include <h2expr/detail/primitives/batched.hpp>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <vector>
+
+namespace h2expr::detail {
+
+// R_t S_b R_s^T for blocks b (k x k, in order) with t = rows[b] into Rr, s = cols[b] into Rc (k x k per
+// node, only their first r rows nonzero): r x r blocks, in order.
+template <class T, class Space>
+buffer<T, Space> project_blocks(const context_ptr<Space>& ctx, const T* S, const T* Rr, const T* Rc,
+                                const std::vector<int>& rows, const std::vector<int>& cols, int k, int r) {
+  const int count = int(rows.size());
+  buffer<T, Space> out(ctx, std::size_t(count) * r * r);
+  if (count == 0 || r == 0) return out;
+  std::vector<std::int64_t> xo(count), yo(count), bo(count), so(count), to(count);
+  for (int b = 0; b < count; ++b) {
+    xo[b] = std::int64_t(rows[b]) * k * k, yo[b] = std::int64_t(cols[b]) * k * k;
+    bo[b] = std::int64_t(b) * k * k, so[b] = std::int64_t(b) * r * r, to[b] = std::int64_t(b) * r * k;
+  }
+  buffer<T, Space> tmp(ctx, std::size_t(count) * r * k);
+  auto px = pointers(ctx, const_cast<T*>(Rr), xo), py = pointers(ctx, const_cast<T*>(Rc), yo);
+  auto pb = pointers(ctx, const_cast<T*>(S), bo), pt = pointers(ctx, tmp.data(), to), pn = pointers(ctx, out.data(), so);
+  gemm_batched(*ctx, op::none, op::none, r, k, k, T(1), (const T* const*)px.data(), k, (const T* const*)pb.data(), k,
+               T(0), pt.data(), r, count);
+  gemm_batched(*ctx, op::none, op::transpose, r, r, k, T(1), (const T* const*)pt.data(), r, (const T* const*)py.data(),
+               k, T(0), pn.data(), r, count);
+  ctx->synchronize();  // the pointer arrays and tmp go with this scope
+  return out;
+}
+
+// One level of the orthogonalization's upsweep over `parents` parents: from the children's R factors
+// (kc x kc each, first rc rows nonzero, children of parent j at 2j, 2j + 1) and the stacked transfers
+// [E_2j; E_2j+1] (2 kc x kp), the parents' R factors (kp x kp) and their new transfers (2 rc x rp).
+template <class T, class Space>
+buffer<T, Space> orthogonalize_transfers(const context_ptr<Space>& ctx, const T* Rc, const buffer<T, Space>& E, int parents,
+                                         int kc, int kp, int rc, int rp, T* Rp) {
+  if (kp == 0 || parents == 0) return buffer<T, Space>(ctx, 0);
+  if (rc == 0) {
+    fill(*ctx, Rp, std::size_t(parents) * kp * kp, T(0));
+    return buffer<T, Space>(ctx, 0);
+  }
+  buffer<T, Space> W(ctx, std::size_t(parents) * 2 * rc * kp);
+  for (int h = 0; h < 2; ++h)
+    gemm_strided_batched(*ctx, op::none, op::none, rc, kp, kc, T(1), Rc + std::int64_t(h) * kc * kc, kc,
+                         std::int64_t(2) * kc * kc, E.data() + h * kc, 2 * kc, std::int64_t(2) * kc * kp, T(0),
+                         W.data() + h * rc, 2 * rc, std::int64_t(2) * rc * kp, parents);
+  qr_strided<T, Space>(ctx, W.data(), std::int64_t(2) * rc * kp, 2 * rc, std::vector<int>(parents, 2 * rc), kp, Rp, kp);
+  if (rp == kp) return W;
+  buffer<T, Space> trimmed(ctx, std::size_t(parents) * 2 * rc * rp);  // the first rp columns of each Q
+  if (rp > 0) copy_2d(*ctx, std::size_t(2) * rc * rp, std::size_t(parents), W.data(), std::size_t(2) * rc * kp, trimmed.data(),
+                      std::size_t(2) * rc * rp);
+  return trimmed;
+}
+
+template <class T, class Space>
+void distributed_orthogonalize(distributed_data<T, Space>& A) {
+  const communicator& comm = *A.comm;
+  const partition& D = A.dist;
+  const auto& ctx = A.ctx;
+  const int L = A.depth(), c = D.c, m = A.m_max, S = D.slots();
+  const auto& tree = A.structure.row_tree();
+  const auto& blocks = A.structure.blocks();
+  const std::vector<int> k = A.rank, r = orthogonal_ranks(A.rank, m);
+  rank_failure bad;
+  if (A.row_basis != A.col_basis) bad = {rank_failure::invalid, "orthogonalize: a distributed matrix with two bases"};
+  comm.agree("distributed orthogonalize", {{"the depth", L}, {"the leaf rank", k[L]}, {"the root rank", k[0]}}, bad);
+  basis_share<T, Space>& B = *A.row_basis;
+
+  // R[l], l >= c: the own nodes' R factors (k_l x k_l each), then the ghosts' (received below).
+  std::vector<buffer<T, Space>> R(L + 1);
+  std::vector<message<T, Space>> sends, receives;
+  pending messages;
+  const rank_failure local = rank_failure::of([&] {
+    for (int l = c; l <= L; ++l)
+      R[l] = buffer<T, Space>(ctx, std::size_t(D.count(l) + A.splits[l - c].ghosts) * k[l] * k[l]);
+    if (D.count(L) > 0 && k[L] > 0) {
+      std::vector<int> sizes(std::size_t(D.count(L)));
+      for (int a = 0; a < D.count(L); ++a) sizes[a] = tree.size(cluster_tree::level_begin(L) + D.begin(L) + a);
+      qr_strided<T, Space>(ctx, B.leaves.data(), std::int64_t(m) * k[L], m, sizes, k[L], R[L].data(), k[L]);
+      if (r[L] < k[L]) {
+        buffer<T, Space> trimmed(ctx, std::size_t(D.count(L)) * m * r[L]);
+        if (r[L] > 0) copy_2d(*ctx, std::size_t(m) * r[L], std::size_t(D.count(L)), B.leaves.data(), std::size_t(m) * k[L],
+                              trimmed.data(), std::size_t(m) * r[L]);
+        B.leaves = std::move(trimmed);
+      }
+    }
+    for (int l = L; l > c; --l)
+      B.transfers[l] = orthogonalize_transfers(ctx, R[l].data(), B.transfers[l], D.count(l - 1), k[l], k[l - 1], r[l],
+                                               r[l - 1], R[l - 1].data());
+    // The own R factors the neighbours' blocks need, every level's one after the other.
+    for (const auto& p : A.peers) {
+      std::vector<int> rows;
+      std::int64_t ghosts = 0;
+      for (int s = 0; s + 1 < S; ++s) {
+        const std::int64_t kk = std::int64_t(k[c + s]) * k[c + s];
+        for (int node : p.send[s])
+          for (std::int64_t i = 0; i < kk; ++i) rows.push_back(int(std::int64_t(node) * kk + i));
+        ghosts += std::int64_t(p.receive[s].second - p.receive[s].first) * kk;
+      }
+      sends.emplace_back(ctx, rows.size());
+      receives.emplace_back(ctx, std::size_t(ghosts));
+      const buffer<int, Space> map(ctx, rows);
+      std::int64_t at = 0;
+      for (int s = 0; s + 1 < S; ++s) {  // slot by slot: each level's R in its own buffer
+        const std::int64_t kk = std::int64_t(k[c + s]) * k[c + s], n = std::int64_t(p.send[s].size()) * kk;
+        if (n > 0) gather_rows(*ctx, map.data() + at, n, R[c + s].data(), std::max<std::int64_t>(std::int64_t(R[c + s].size()), 1),
+                               sends.back().data() + at, n, 1);
+        at += n;
+      }
+      sends.back().before_send();
+    }
+  });
+  comm.agree("distributed orthogonalize", {}, local);
+  for (std::size_t i = 0; i < A.peers.size(); ++i) {
+    if (receives[i].size()) messages.receive(comm, receives[i].mpi(), receives[i].size(), A.peers[i].rank);
+    if (sends[i].size()) messages.send(comm, sends[i].mpi(), sends[i].size(), A.peers[i].rank);
+  }
+
+  // The top, on every rank: all C-level R factors, then the same recursion on the replicated transfers.
+  std::vector<buffer<T, Space>> Rtop(c + 1);
+  if (c > 0) {
+    const std::int64_t kk = std::int64_t(k[c]) * k[c];
+    require((std::int64_t(1) << c) * kk <= INT_MAX, "distributed orthogonalize: the C-level R factors pass 2^31 - 1 values");
+    std::vector<int> counts(static_cast<std::size_t>(D.ranks));
+    for (int q = 0; q < D.ranks; ++q) counts[q] = int((D.first[q + 1] - D.first[q]) * kk);
+    message<T, Space> mine(ctx, std::size_t(counts[D.rank])), all(ctx, (std::size_t(1) << c) * kk);
+    copy(*ctx, R[c].data(), mine.data(), mine.size());
+    mine.before_send();
+    comm.allgather(mine.mpi(), counts, all.mpi());
+    all.after_receive();
+    Rtop[c] = buffer<T, Space>(ctx, all.size());
+    copy(*ctx, all.data(), Rtop[c].data(), all.size());
+    for (int l = c; l >= 1; --l) {
+      Rtop[l - 1] = buffer<T, Space>(ctx, (std::size_t(1) << (l - 1)) * k[l - 1] * k[l - 1]);
+      B.transfers[l] = orthogonalize_transfers(ctx, Rtop[l].data(), B.transfers[l], 1 << (l - 1), k[l], k[l - 1], r[l],
+                                               r[l - 1], Rtop[l - 1].data());
+    }
+  }
+  messages.wait();
+  for (std::size_t i = 0; i < A.peers.size(); ++i) {
+    receives[i].after_receive();
+    std::int64_t at = 0;
+    for (int s = 0; s + 1 < S; ++s) {
+      const std::int64_t kk = std::int64_t(k[c + s]) * k[c + s];
+      const auto [g0, g1] = A.peers[i].receive[s];
+      const std::int64_t n = std::int64_t(g1 - g0) * kk;
+      if (n > 0) copy(*ctx, receives[i].data() + at, R[c + s].data() + (std::int64_t(D.count(c + s)) + g0) * kk, std::size_t(n));
+      at += n;
+    }
+  }
+
+  // S_ts := R_t S_ts R_s^T: the top's blocks, then the own block rows (columns: own, then ghosts).
+  for (int l = 0; l < c; ++l) {
+    const auto& lv = blocks.coupling[l];
+    std::vector<int> rows(lv.blocks());
+    for (int t = 0; t < lv.level_size(); ++t) std::fill(rows.begin() + lv.row_ptr[t], rows.begin() + lv.row_ptr[t + 1], t);
+    A.top_coupling[l] = project_blocks(ctx, A.top_coupling[l].data(), Rtop[l].data(), Rtop[l].data(), rows, lv.col, k[l], r[l]);
+  }
+  for (int s = 0; s + 1 < S; ++s) {
+    const int l = c + s, n = D.count(l);
+    const auto& sp = A.split_host[s];
+    std::vector<int> rows, cols;
+    for (const auto* part : {&sp.diag, &sp.off})
+      for (int t = 0; t < n; ++t)
+        for (int b = part->row_ptr[t]; b < part->row_ptr[t + 1]; ++b)
+          rows.push_back(t), cols.push_back(part == &sp.diag ? part->col[b] : n + part->col[b]);
+    A.blocks[s] = project_blocks(ctx, A.blocks[s].data(), R[l].data(), R[l].data(), rows, cols, k[l], r[l]);
+    A.unit[s] = r[l];
+  }
+  A.rank = r;
+  build_peer_rows(A);
+}
+
+}  // namespace h2expr::detail
