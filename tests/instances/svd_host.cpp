@@ -3,7 +3,7 @@
 
 namespace h2expr::detail {
 H2EXPR_SVD_INSTANCES(template, H2EXPR_TEST_SCALAR, ::h2expr::host)
-#ifdef H2EXPR_TEST_SCALAR_IS_DOUBLE
+#ifdef H2EXPR_TEST_DOUBLE_HELPERS  // with double's objects, or float's when double is not built
 template void gram_right_singular<double>(const dense<double>&, double, double, Eigen::VectorXd&, dense<double>&);
 template bool reduced_right_singular<double>(const dense<double>&, double, Eigen::VectorXd&, dense<double>&);
 #endif

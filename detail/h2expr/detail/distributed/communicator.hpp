@@ -66,6 +66,8 @@ struct rank_failure {
       return {memory, "h2expr: out of memory"};
     } catch (const std::exception& e) {
       return {other, e.what()};
+    } catch (...) {  // a user's kernel may throw anything: it must not leave this rank alone either
+      return {other, "h2expr: an exception not derived from std::exception"};
     }
   }
   [[noreturn]] void raise(const std::string& message_on_all) const {
@@ -118,7 +120,9 @@ class communicator {
 
   // Collective: every rank calls it at the same point with the values all must share and what failed
   // on it, if anything. Then all return, or all throw: the failure of the lowest failing rank (its
-  // type, its message naming the rank), else ranks_disagree naming the first value that differs.
+  // kind: dimension_mismatch, non_finite_value, invalid_argument, ranks_disagree, numerical_failure,
+  // else h2expr::error; its message naming the rank), else ranks_disagree naming the first value that
+  // differs.
   void agree(const std::string& what, const std::vector<agreed_value>& values, const rank_failure& failure = {}) const {
     // One MAX reduction: the lowest failing rank as size - rank, each value and its complement (~v:
     // the maximum of ~v is ~min v, with no overflow).
@@ -200,13 +204,13 @@ class pending {
   template <class T>
   void send(const communicator& c, const T* data, std::size_t n, int to) {
     require(n <= std::size_t(INT32_MAX), "distributed: a message of more than 2^31 - 1 values");
-    requests_.emplace_back();
+    requests_.push_back(MPI_REQUEST_NULL);  // what ~pending may wait on if the call fails
     mpi_check(MPI_Isend(data, int(n), mpi_type<T>(), to, tag, c.get(), &requests_.back()), "MPI_Isend");
   }
   template <class T>
   void receive(const communicator& c, T* data, std::size_t n, int from) {
     require(n <= std::size_t(INT32_MAX), "distributed: a message of more than 2^31 - 1 values");
-    requests_.emplace_back();
+    requests_.push_back(MPI_REQUEST_NULL);
     mpi_check(MPI_Irecv(data, int(n), mpi_type<T>(), from, tag, c.get(), &requests_.back()), "MPI_Irecv");
   }
   void wait() {

@@ -6,6 +6,7 @@
 #include <h2expr/detail/distributed/distribution.hpp>
 #include <h2expr/detail/h2/h2_data.hpp>
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -75,6 +76,9 @@ struct distributed_data {
 template <class T, class Space>
 void build_peer_rows(distributed_data<T, Space>& d) {
   d.peer_rows.clear(), d.peer_row_at.clear();
+  for (int s = 0; s < d.dist.slots(); ++s)
+    require(std::int64_t(d.dist.count(d.dist.slot_level(s))) * d.unit[s] <= INT32_MAX,
+            "distributed: a rank's rows of one level pass 2^31 - 1");
   for (const auto& p : d.peers) {
     std::vector<int> rows;
     std::vector<std::int64_t> at{0};

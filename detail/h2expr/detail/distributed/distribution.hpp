@@ -46,7 +46,8 @@ struct partition {
   std::vector<int> first;  // ranks + 1: rank q owns C-level nodes [first[q], first[q + 1])
 
   // The C-level: enough nodes for every rank, twice as many when the ranks are not a power of two (the
-  // largest share then holds at most 1.5 times the smallest's nodes, not 2), never below the leaves.
+  // largest share then holds at most 1.5 times the smallest's nodes, not 2), never below the leaves
+  // (with fewer leaves than that, shares differ by one leaf, and some may be empty).
   partition(int ranks_, int rank_, int depth_) : ranks(ranks_), rank(rank_), depth(depth_) {
     const int need = std::bit_width(unsigned(ranks - 1));  // ceil(log2 ranks)
     c = std::min(depth, need + (std::has_single_bit(unsigned(ranks)) ? 0 : 1));

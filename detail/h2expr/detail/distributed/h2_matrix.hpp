@@ -68,8 +68,14 @@ class h2_matrix {
                    {"weak_admissibility", options.weak_admissibility},
                    {"the points (a hash of their coordinates)", hash(points)}},
                   failure);
-    d.comm->agree("distributed h2_matrix::from_kernel",
-                  {}, detail::rank_failure::of([&] { build(d, points, kernel, options, std::move(ctx)); }));
+    // The structure each rank built, compared too: the exchange plans rest on its being the same.
+    std::int64_t built = 0;
+    const auto failure_in_build = detail::rank_failure::of([&] {
+      build(d, points, kernel, options, std::move(ctx));
+      built = structure_hash(d.structure);
+    });
+    d.comm->agree("distributed h2_matrix::from_kernel", {{"the structure (a hash of its trees and blocks)", built}},
+                  failure_in_build);
     return A;
   }
 
@@ -80,23 +86,27 @@ class h2_matrix {
   // The user's indices of this rank's rows (and columns), in the order of this rank's rows of X and Y.
   const std::vector<index>& local_indices() const { return d_.local_indices; }
   index local_rows() const { return index(d_.local_indices.size()); }
-  int rank() const { return d_.comm->rank(); }
-  int ranks() const { return d_.comm->size(); }
+  int rank() const { return comm().rank(); }
+  int ranks() const { return comm().size(); }
   // The level above which every rank holds (and computes) the whole tree.
   int c_level() const { return d_.dist.c; }
   // This rank's storage of bases, transfers, coupling and dense blocks (the top included), in bytes.
-  std::size_t memory_bytes() const { return d_.bytes(); }
+  std::size_t memory_bytes() const { return d_.row_basis ? d_.bytes() : 0; }
   bool symmetric() const { return d_.symmetric; }
   // Rank of the bases per level 0..depth.
   const std::vector<int>& basis_ranks() const { return d_.rank; }
   const ::h2expr::structure<T>& structure() const { return d_.structure; }
   // h2expr's duplicate of the communicator the matrix was built on.
-  MPI_Comm communicator() const { return d_.comm->get(); }
+  MPI_Comm communicator() const { return comm().get(); }
   ::h2expr::context<Space>& context() const { return *d_.ctx; }
   const detail::distributed_data<T, Space>& data() const { return d_; }
 
  private:
   friend struct detail::distributed_access;
+  const detail::communicator& comm() const {
+    detail::require<missing_structure>(d_.comm != nullptr, "distributed h2_matrix: empty (default-constructed)");
+    return *d_.comm;
+  }
   template <int D>
   static std::int64_t hash(const point_cloud<T, D>& points) {  // FNV-1a over the coordinates' bytes
     std::uint64_t h = 0xcbf29ce484222325ull;
@@ -106,6 +116,16 @@ class h2_matrix {
         std::memcpy(bytes, &points[i][k], sizeof(T));
         for (unsigned char b : bytes) h = (h ^ b) * 0x100000001b3ull;
       }
+    return std::int64_t(h);
+  }
+
+  static std::int64_t structure_hash(const ::h2expr::structure<T>& st) {
+    std::uint64_t h = 0xcbf29ce484222325ull;
+    auto mix = [&](std::int64_t v) { h = (h ^ std::uint64_t(v)) * 0x100000001b3ull; };
+    for (int p : st.row_tree().perm) mix(p);
+    for (const auto& lv : st.blocks().coupling)
+      for (int s : lv.col) mix(s);
+    for (int s : st.blocks().dense.col) mix(s);
     return std::int64_t(h);
   }
 
@@ -203,9 +223,13 @@ class h2_matrix {
 template <class T, class Space>
 matrix<T, Space> multiply(const h2_matrix<T, Space>& A, const matrix<T, Space>& X, bool transpose = false,
                           product_report* report = nullptr) {
-  auto Y = matrix<T, Space>::uninitialized(A.local_rows(), X.cols(), X.context_ptr());
+  matrix<T, Space> Y;  // on A's context, as the product runs; a failure to allocate it is checked with the rest
+  const auto allocated = detail::rank_failure::of([&] {
+    detail::require<missing_structure>(A.data().ctx != nullptr, "distributed H2 product: the matrix is empty (default-constructed)");
+    Y = matrix<T, Space>::uninitialized(A.local_rows(), X.cols(), A.data().ctx);
+  });
   detail::distributed_hgemv(A.data(), transpose ? detail::op::transpose : detail::op::none, T(1), X.view(), T(0),
-                            Y.view(), report);
+                            Y.view(), report, allocated);
   return Y;
 }
 

@@ -29,16 +29,17 @@ struct distributed_product_report {
 
 template <class T, class Space>
 void distributed_hgemv(const distributed_data<T, Space>& A, op trans, T alpha, const_view<T, Space> X, T beta,
-                       view<T, Space> Y, distributed_product_report* report = nullptr) {
+                       view<T, Space> Y, distributed_product_report* report = nullptr, const rank_failure& prior = {}) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
+  require<missing_structure>(A.comm != nullptr, "distributed H2 product: the matrix is empty (default-constructed)");
   const communicator& comm = *A.comm;
   const partition& D = A.dist;
   auto& ctx = *A.ctx;
   const auto& cp = A.ctx;
   const index rows = index(A.local_indices.size());
-  rank_failure bad;
-  if (X.rows() != rows || Y.rows() != rows || X.cols() != Y.cols())
+  rank_failure bad = prior;  // the caller's allocation of Y, when it failed
+  if (!bad && (X.rows() != rows || Y.rows() != rows || X.cols() != Y.cols()))
     bad = {rank_failure::dimensions, "H2 product: this rank holds " + std::to_string(rows) + " rows, X is " +
                                          std::to_string(X.rows()) + " x " + std::to_string(X.cols()) + ", Y " +
                                          std::to_string(Y.rows()) + " x " + std::to_string(Y.cols())};
@@ -93,6 +94,14 @@ void distributed_hgemv(const distributed_data<T, Space>& A, op trans, T alpha, c
     return std::int64_t(A.peers[i].receive[s].second - A.peers[i].receive[s].first) * A.unit[s];
   };
 
+  // The allgather of the C-level coefficients, when the top has blocks: its buffers are made before the
+  // check below, so that no rank fails between it and the collective.
+  const int kc = A.rank[c];
+  const bool top = A.top_level < c;
+  auto level_rows = [&](int l) { return (std::int64_t(1) << l) * A.rank[l]; };
+  std::vector<int> counts(static_cast<std::size_t>(D.ranks));
+  message<T, Space> mine(cp, 0), all(cp, 0);
+
   rank_failure local = rank_failure::of([&] {
     gather_rows(ctx, A.padded_to_local.data(), own_rows(sd), X.data(), X.ld(), xo[sd].data(), ld(own_rows(sd)), nv);
     // Upsweep of the own subtrees.
@@ -133,6 +142,14 @@ void distributed_hgemv(const distributed_data<T, Space>& A, op trans, T alpha, c
       }
       sends.back().before_send();
     }
+    if (top) {
+      require(level_rows(c) * nv <= INT_MAX, "distributed H2 product: the C-level coefficients pass 2^31 - 1 values");
+      for (int q = 0; q < D.ranks; ++q) counts[q] = int((std::int64_t(D.first[q + 1]) - D.first[q]) * kc * nv);
+      mine = message<T, Space>(cp, std::size_t(counts[D.rank]));
+      all = message<T, Space>(cp, std::size_t(level_rows(c)) * nv);
+      copy(ctx, xo[0].data(), mine.data(), mine.size());  // the own C-level rows: one contiguous block
+      mine.before_send();
+    }
   });
   comm.agree("distributed H2 product", {}, local);  // no rank posts a message another will not answer
   for (std::size_t i = 0; i < P; ++i) {
@@ -140,107 +157,105 @@ void distributed_hgemv(const distributed_data<T, Space>& A, op trans, T alpha, c
     if (sends[i].size()) messages.send(comm, sends[i].mpi(), sends[i].size(), A.peers[i].rank);
   }
 
-  // The top, on every rank, from the allgathered C-level coefficients; its downsweep ends in yc, which
-  // holds every C-level node (this rank adds its own below).
-  buffer<T, Space> yc;
-  const int kc = A.rank[c];
-  if (A.top_level < c) {
-    std::vector<buffer<T, Space>> xf(c + 1), yf(c + 1);
-    auto level_rows = [&](int l) { return (std::int64_t(1) << l) * A.rank[l]; };
-    require(level_rows(c) * nv <= INT_MAX, "distributed H2 product: the C-level coefficients pass 2^31 - 1 values");
-    std::vector<int> counts(static_cast<std::size_t>(D.ranks));
-    for (int q = 0; q < D.ranks; ++q) counts[q] = int((std::int64_t(D.first[q + 1]) - D.first[q]) * kc * nv);
-    message<T, Space> mine(cp, std::size_t(counts[D.rank])), all(cp, std::size_t(level_rows(c)) * nv);
-    copy(ctx, xo[0].data(), mine.data(), mine.size());  // the own C-level rows: one contiguous block
-    mine.before_send();
-    comm.allgather(mine.mpi(), counts, all.mpi());
-    all.after_receive();
-    xf[c] = buffer<T, Space>(cp, all.size());
-    for (int q = 0, at = 0; q < D.ranks; at += counts[q], ++q) {
-      const std::size_t rows = std::size_t(D.first[q + 1] - D.first[q]) * kc;
-      copy_2d(ctx, rows, std::size_t(nv), all.data() + at, std::max<std::size_t>(rows, 1),
-              xf[c].data() + std::int64_t(D.first[q]) * kc, std::size_t(ld(level_rows(c))));
-    }
-    for (int l = c; l > A.top_level; --l) {
-      const int k = A.rank[l], kp = A.rank[l - 1];
-      xf[l - 1] = buffer<T, Space>(cp, std::size_t(level_rows(l - 1)) * nv);
-      if (kp == 0) continue;
-      if (k == 0) {
-        fill(ctx, xf[l - 1].data(), xf[l - 1].size(), T(0));
-        continue;
+  if (top) comm.allgather(mine.mpi(), counts, all.mpi());
+
+  // The rest is this rank's alone; what fails in it reaches the others at the check at the end.
+  double waited = 0;
+  const rank_failure tail = rank_failure::of([&] {
+    // The top, on every rank, from the allgathered C-level coefficients; its downsweep ends in yc, which
+    // holds every C-level node (this rank adds its own below).
+    buffer<T, Space> yc;
+    if (top) {
+      std::vector<buffer<T, Space>> xf(c + 1), yf(c + 1);
+      all.after_receive();
+      xf[c] = buffer<T, Space>(cp, all.size());
+      for (int q = 0, at = 0; q < D.ranks; at += counts[q], ++q) {
+        const std::size_t rows = std::size_t(D.first[q + 1] - D.first[q]) * kc;
+        copy_2d(ctx, rows, std::size_t(nv), all.data() + at, std::max<std::size_t>(rows, 1),
+                xf[c].data() + std::int64_t(D.first[q]) * kc, std::size_t(ld(level_rows(c))));
       }
-      gemm_strided_batched(ctx, op::transpose, op::none, kp, nv, 2 * k, T(1), in.transfers[l].data(), 2 * k,
-                           std::int64_t(2) * k * kp, xf[l].data(), ld(level_rows(l)), 2 * k, T(0), xf[l - 1].data(),
-                           ld(level_rows(l - 1)), kp, 1 << (l - 1));
+      for (int l = c; l > A.top_level; --l) {
+        const int k = A.rank[l], kp = A.rank[l - 1];
+        xf[l - 1] = buffer<T, Space>(cp, std::size_t(level_rows(l - 1)) * nv);
+        if (kp == 0) continue;
+        if (k == 0) {
+          fill(ctx, xf[l - 1].data(), xf[l - 1].size(), T(0));
+          continue;
+        }
+        gemm_strided_batched(ctx, op::transpose, op::none, kp, nv, 2 * k, T(1), in.transfers[l].data(), 2 * k,
+                             std::int64_t(2) * k * kp, xf[l].data(), ld(level_rows(l)), 2 * k, T(0), xf[l - 1].data(),
+                             ld(level_rows(l - 1)), kp, 1 << (l - 1));
+      }
+      for (int l = A.top_level; l < c; ++l) {
+        const int k = A.rank[l];
+        yf[l] = buffer<T, Space>(cp, std::size_t(level_rows(l)) * nv);
+        const auto& arr = A.top_arrays[l];
+        if (k == 0) continue;
+        if (forward)
+          bsr_gemm(ctx, op::none, 1 << l, arr.row_ptr.data(), arr.col.data(), static_cast<const int*>(nullptr),
+                   A.top_coupling[l].data(), k, k, std::int64_t(k) * k, xf[l].data(), ld(level_rows(l)), yf[l].data(),
+                   ld(level_rows(l)), nv, T(0));
+        else
+          bsr_gemm(ctx, op::transpose, 1 << l, arr.col_ptr.data(), arr.row_of.data(), arr.block_of.data(),
+                   A.top_coupling[l].data(), k, k, std::int64_t(k) * k, xf[l].data(), ld(level_rows(l)), yf[l].data(),
+                   ld(level_rows(l)), nv, T(0));
+      }
+      yf[c] = buffer<T, Space>(cp, std::size_t(level_rows(c)) * nv);
+      fill(ctx, yf[c].data(), yf[c].size(), T(0));
+      for (int l = A.top_level + 1; l <= c; ++l) {
+        const int k = A.rank[l], kp = A.rank[l - 1];
+        if (k == 0 || kp == 0) continue;
+        gemm_strided_batched(ctx, op::none, op::none, 2 * k, nv, kp, T(1), out.transfers[l].data(), 2 * k,
+                             std::int64_t(2) * k * kp, yf[l - 1].data(), ld(level_rows(l - 1)), kp, T(1), yf[l].data(),
+                             ld(level_rows(l)), 2 * k, 1 << (l - 1));
+      }
+      yc = std::move(yf[c]);
+      if (report) report->allgather_bytes += std::int64_t(mine.size() * sizeof(T));
     }
-    for (int l = A.top_level; l < c; ++l) {
-      const int k = A.rank[l];
-      yf[l] = buffer<T, Space>(cp, std::size_t(level_rows(l)) * nv);
-      const auto& arr = A.top_arrays[l];
-      if (k == 0) continue;
-      if (forward)
-        bsr_gemm(ctx, op::none, 1 << l, arr.row_ptr.data(), arr.col.data(), static_cast<const int*>(nullptr),
-                 A.top_coupling[l].data(), k, k, std::int64_t(k) * k, xf[l].data(), ld(level_rows(l)), yf[l].data(),
-                 ld(level_rows(l)), nv, T(0));
-      else
-        bsr_gemm(ctx, op::transpose, 1 << l, arr.col_ptr.data(), arr.row_of.data(), arr.block_of.data(),
-                 A.top_coupling[l].data(), k, k, std::int64_t(k) * k, xf[l].data(), ld(level_rows(l)), yf[l].data(),
-                 ld(level_rows(l)), nv, T(0));
+
+    // The blocks whose columns are this rank's own, while the messages travel.
+    for (int s = 0; s < S; ++s) split_product(s, false, T(0));
+    const auto wait_start = clock::now();
+    messages.wait();
+    waited = std::chrono::duration<double>(clock::now() - wait_start).count();
+    for (std::size_t i = 0; i < P; ++i) {
+      receives[i].after_receive();
+      const T* from = receives[i].data();
+      for (int s = 0; s < S; ++s) {
+        if (forward && rows_ghost(i, s) > 0) {
+          copy_2d(ctx, std::size_t(rows_ghost(i, s)), std::size_t(nv), from, std::size_t(rows_ghost(i, s)),
+                  g[s].data() + std::int64_t(A.peers[i].receive[s].first) * A.unit[s], std::size_t(ld(ghost_rows(s))));
+          from += rows_ghost(i, s) * nv;
+        } else if (!forward && rows_sent(i, s) > 0) {  // the neighbour's partial outputs of own nodes, added
+          scatter_rows(ctx, A.peer_rows[i].data() + A.peer_row_at[i][s], rows_sent(i, s), from, rows_sent(i, s),
+                       yo[s].data(), ld(own_rows(s)), nv, T(1), T(1));
+          from += rows_sent(i, s) * nv;
+        }
+      }
     }
-    yf[c] = buffer<T, Space>(cp, std::size_t(level_rows(c)) * nv);
-    fill(ctx, yf[c].data(), yf[c].size(), T(0));
-    for (int l = A.top_level + 1; l <= c; ++l) {
-      const int k = A.rank[l], kp = A.rank[l - 1];
-      if (k == 0 || kp == 0) continue;
+    if (forward)
+      for (int s = 0; s < S; ++s) split_product(s, true, T(1));
+    if (yc.size() && D.count(c) > 0)
+      axpby_2d(ctx, std::size_t(own_rows(0)), std::size_t(nv), T(1), yc.data() + std::int64_t(D.begin(c)) * kc,
+               std::size_t(ld((std::int64_t(1) << c) * kc)), T(1), yo[0].data(), std::size_t(ld(own_rows(0))));
+
+    // Downsweep of the own subtrees, the leaves, back to the user's order.
+    for (int l = c + 1; l <= L; ++l) {
+      const int k = A.rank[l], kp = A.rank[l - 1], parents = D.count(l - 1);
+      if (k == 0 || kp == 0 || parents == 0) continue;
       gemm_strided_batched(ctx, op::none, op::none, 2 * k, nv, kp, T(1), out.transfers[l].data(), 2 * k,
-                           std::int64_t(2) * k * kp, yf[l - 1].data(), ld(level_rows(l - 1)), kp, T(1), yf[l].data(),
-                           ld(level_rows(l)), 2 * k, 1 << (l - 1));
+                           std::int64_t(2) * k * kp, yo[l - 1 - c].data(), ld(own_rows(l - 1 - c)), kp, T(1),
+                           yo[l - c].data(), ld(own_rows(l - c)), 2 * k, parents);
     }
-    yc = std::move(yf[c]);
-    if (report) report->allgather_bytes += std::int64_t(mine.size() * sizeof(T));
-  }
-
-  // The blocks whose columns are this rank's own, while the messages travel.
-  for (int s = 0; s < S; ++s) split_product(s, false, T(0));
-  const auto wait_start = clock::now();
-  messages.wait();
-  const double waited = std::chrono::duration<double>(clock::now() - wait_start).count();
-  for (std::size_t i = 0; i < P; ++i) {
-    receives[i].after_receive();
-    const T* from = receives[i].data();
-    for (int s = 0; s < S; ++s) {
-      if (forward && rows_ghost(i, s) > 0) {
-        copy_2d(ctx, std::size_t(rows_ghost(i, s)), std::size_t(nv), from, std::size_t(rows_ghost(i, s)),
-                g[s].data() + std::int64_t(A.peers[i].receive[s].first) * A.unit[s], std::size_t(ld(ghost_rows(s))));
-        from += rows_ghost(i, s) * nv;
-      } else if (!forward && rows_sent(i, s) > 0) {  // the neighbour's partial outputs of own nodes, added
-        scatter_rows(ctx, A.peer_rows[i].data() + A.peer_row_at[i][s], rows_sent(i, s), from, rows_sent(i, s),
-                     yo[s].data(), ld(own_rows(s)), nv, T(1), T(1));
-        from += rows_sent(i, s) * nv;
-      }
-    }
-  }
-  if (forward)
-    for (int s = 0; s < S; ++s) split_product(s, true, T(1));
-  if (yc.size() && D.count(c) > 0)
-    axpby_2d(ctx, std::size_t(own_rows(0)), std::size_t(nv), T(1), yc.data() + std::int64_t(D.begin(c)) * kc,
-             std::size_t(ld((std::int64_t(1) << c) * kc)), T(1), yo[0].data(), std::size_t(ld(own_rows(0))));
-
-  // Downsweep of the own subtrees, the leaves, back to the user's order.
-  for (int l = c + 1; l <= L; ++l) {
-    const int k = A.rank[l], kp = A.rank[l - 1], parents = D.count(l - 1);
-    if (k == 0 || kp == 0 || parents == 0) continue;
-    gemm_strided_batched(ctx, op::none, op::none, 2 * k, nv, kp, T(1), out.transfers[l].data(), 2 * k,
-                         std::int64_t(2) * k * kp, yo[l - 1 - c].data(), ld(own_rows(l - 1 - c)), kp, T(1),
-                         yo[l - c].data(), ld(own_rows(l - c)), 2 * k, parents);
-  }
-  const int kL = A.rank[L];
-  if (kL > 0 && D.count(L) > 0)
-    gemm_strided_batched(ctx, op::none, op::none, m, nv, kL, T(1), out.leaves.data(), m, std::int64_t(m) * kL,
-                         yo[L - c].data(), ld(own_rows(L - c)), kL, T(1), yo[sd].data(), ld(own_rows(sd)), m, D.count(L));
-  scatter_rows(ctx, A.padded_to_local.data(), own_rows(sd), yo[sd].data(), ld(own_rows(sd)), Y.data(), Y.ld(), nv, alpha,
-               beta);
-  ctx.synchronize();  // the host reads the time; the messages' buffers go with this scope
+    const int kL = A.rank[L];
+    if (kL > 0 && D.count(L) > 0)
+      gemm_strided_batched(ctx, op::none, op::none, m, nv, kL, T(1), out.leaves.data(), m, std::int64_t(m) * kL,
+                           yo[L - c].data(), ld(own_rows(L - c)), kL, T(1), yo[sd].data(), ld(own_rows(sd)), m, D.count(L));
+    scatter_rows(ctx, A.padded_to_local.data(), own_rows(sd), yo[sd].data(), ld(own_rows(sd)), Y.data(), Y.ld(), nv, alpha,
+                 beta);
+    ctx.synchronize();  // the host reads the time; the messages' buffers go with this scope
+  });
+  comm.agree("distributed H2 product", {}, tail);
 
   if (report) {
     for (std::size_t i = 0; i < P; ++i) {

@@ -67,6 +67,7 @@ buffer<T, Space> orthogonalize_transfers(const context_ptr<Space>& ctx, const T*
 
 template <class T, class Space>
 void distributed_orthogonalize(distributed_data<T, Space>& A) {
+  require<missing_structure>(A.comm != nullptr, "distributed orthogonalize: the matrix is empty (default-constructed)");
   const communicator& comm = *A.comm;
   const partition& D = A.dist;
   const auto& ctx = A.ctx;
@@ -77,29 +78,39 @@ void distributed_orthogonalize(distributed_data<T, Space>& A) {
   rank_failure bad;
   if (A.row_basis != A.col_basis) bad = {rank_failure::invalid, "orthogonalize: a distributed matrix with two bases"};
   comm.agree("distributed orthogonalize", {{"the depth", L}, {"the leaf rank", k[L]}, {"the root rank", k[0]}}, bad);
-  basis_share<T, Space>& B = *A.row_basis;
+  const basis_share<T, Space>& B = *A.row_basis;
 
+  // The new bases and blocks are built beside the old ones and replace them only once every rank has
+  // them: a failure anywhere leaves the matrix as it was, on every rank.
+  buffer<T, Space> leaves;
+  std::vector<buffer<T, Space>> transfers(L + 1), top_coupling(c), new_blocks(S - 1);
   // R[l], l >= c: the own nodes' R factors (k_l x k_l each), then the ghosts' (received below).
-  std::vector<buffer<T, Space>> R(L + 1);
+  std::vector<buffer<T, Space>> R(L + 1), Rtop(c + 1);
   std::vector<message<T, Space>> sends, receives;
+  const std::int64_t kkc = std::int64_t(k[c]) * k[c];
+  std::vector<int> counts(static_cast<std::size_t>(D.ranks));
+  message<T, Space> mine(ctx, 0), all(ctx, 0);
   pending messages;
   const rank_failure local = rank_failure::of([&] {
-    for (int l = c; l <= L; ++l)
+    for (int l = c; l <= L; ++l) {
       R[l] = buffer<T, Space>(ctx, std::size_t(D.count(l) + A.splits[l - c].ghosts) * k[l] * k[l]);
+      require(R[l].size() <= std::size_t(INT32_MAX), "distributed orthogonalize: a rank's R factors of one level pass 2^31 - 1 values");
+    }
+    leaves = clone(B.leaves);
     if (D.count(L) > 0 && k[L] > 0) {
-      std::vector<int> sizes(std::size_t(D.count(L)));
+      std::vector<int> sizes(static_cast<std::size_t>(D.count(L)));
       for (int a = 0; a < D.count(L); ++a) sizes[a] = tree.size(cluster_tree::level_begin(L) + D.begin(L) + a);
-      qr_strided<T, Space>(ctx, B.leaves.data(), std::int64_t(m) * k[L], m, sizes, k[L], R[L].data(), k[L]);
+      qr_strided<T, Space>(ctx, leaves.data(), std::int64_t(m) * k[L], m, sizes, k[L], R[L].data(), k[L]);
       if (r[L] < k[L]) {
         buffer<T, Space> trimmed(ctx, std::size_t(D.count(L)) * m * r[L]);
-        if (r[L] > 0) copy_2d(*ctx, std::size_t(m) * r[L], std::size_t(D.count(L)), B.leaves.data(), std::size_t(m) * k[L],
+        if (r[L] > 0) copy_2d(*ctx, std::size_t(m) * r[L], std::size_t(D.count(L)), leaves.data(), std::size_t(m) * k[L],
                               trimmed.data(), std::size_t(m) * r[L]);
-        B.leaves = std::move(trimmed);
+        leaves = std::move(trimmed);
       }
     }
     for (int l = L; l > c; --l)
-      B.transfers[l] = orthogonalize_transfers(ctx, R[l].data(), B.transfers[l], D.count(l - 1), k[l], k[l - 1], r[l],
-                                               r[l - 1], R[l - 1].data());
+      transfers[l] = orthogonalize_transfers(ctx, R[l].data(), B.transfers[l], D.count(l - 1), k[l], k[l - 1], r[l],
+                                             r[l - 1], R[l - 1].data());
     // The own R factors the neighbours' blocks need, every level's one after the other.
     for (const auto& p : A.peers) {
       std::vector<int> rows;
@@ -110,6 +121,7 @@ void distributed_orthogonalize(distributed_data<T, Space>& A) {
           for (std::int64_t i = 0; i < kk; ++i) rows.push_back(int(std::int64_t(node) * kk + i));
         ghosts += std::int64_t(p.receive[s].second - p.receive[s].first) * kk;
       }
+      require(ghosts <= INT32_MAX && rows.size() <= std::size_t(INT32_MAX), "distributed orthogonalize: a message of more than 2^31 - 1 values");
       sends.emplace_back(ctx, rows.size());
       receives.emplace_back(ctx, std::size_t(ghosts));
       const buffer<int, Space> map(ctx, rows);
@@ -122,64 +134,71 @@ void distributed_orthogonalize(distributed_data<T, Space>& A) {
       }
       sends.back().before_send();
     }
+    if (c > 0) {  // the allgather's buffers, made before the check
+      require((std::int64_t(1) << c) * kkc <= INT_MAX, "distributed orthogonalize: the C-level R factors pass 2^31 - 1 values");
+      for (int q = 0; q < D.ranks; ++q) counts[q] = int((D.first[q + 1] - D.first[q]) * kkc);
+      mine = message<T, Space>(ctx, std::size_t(counts[D.rank]));
+      all = message<T, Space>(ctx, (std::size_t(1) << c) * kkc);
+      copy(*ctx, R[c].data(), mine.data(), mine.size());
+      mine.before_send();
+    }
   });
   comm.agree("distributed orthogonalize", {}, local);
   for (std::size_t i = 0; i < A.peers.size(); ++i) {
     if (receives[i].size()) messages.receive(comm, receives[i].mpi(), receives[i].size(), A.peers[i].rank);
     if (sends[i].size()) messages.send(comm, sends[i].mpi(), sends[i].size(), A.peers[i].rank);
   }
+  if (c > 0) comm.allgather(mine.mpi(), counts, all.mpi());
 
-  // The top, on every rank: all C-level R factors, then the same recursion on the replicated transfers.
-  std::vector<buffer<T, Space>> Rtop(c + 1);
-  if (c > 0) {
-    const std::int64_t kk = std::int64_t(k[c]) * k[c];
-    require((std::int64_t(1) << c) * kk <= INT_MAX, "distributed orthogonalize: the C-level R factors pass 2^31 - 1 values");
-    std::vector<int> counts(static_cast<std::size_t>(D.ranks));
-    for (int q = 0; q < D.ranks; ++q) counts[q] = int((D.first[q + 1] - D.first[q]) * kk);
-    message<T, Space> mine(ctx, std::size_t(counts[D.rank])), all(ctx, (std::size_t(1) << c) * kk);
-    copy(*ctx, R[c].data(), mine.data(), mine.size());
-    mine.before_send();
-    comm.allgather(mine.mpi(), counts, all.mpi());
-    all.after_receive();
-    Rtop[c] = buffer<T, Space>(ctx, all.size());
-    copy(*ctx, all.data(), Rtop[c].data(), all.size());
-    for (int l = c; l >= 1; --l) {
-      Rtop[l - 1] = buffer<T, Space>(ctx, (std::size_t(1) << (l - 1)) * k[l - 1] * k[l - 1]);
-      B.transfers[l] = orthogonalize_transfers(ctx, Rtop[l].data(), B.transfers[l], 1 << (l - 1), k[l], k[l - 1], r[l],
+  const rank_failure tail = rank_failure::of([&] {
+    // The top, on every rank: all C-level R factors, then the same recursion on the replicated transfers.
+    if (c > 0) {
+      all.after_receive();
+      Rtop[c] = buffer<T, Space>(ctx, all.size());
+      copy(*ctx, all.data(), Rtop[c].data(), all.size());
+      for (int l = c; l >= 1; --l) {
+        Rtop[l - 1] = buffer<T, Space>(ctx, (std::size_t(1) << (l - 1)) * k[l - 1] * k[l - 1]);
+        transfers[l] = orthogonalize_transfers(ctx, Rtop[l].data(), B.transfers[l], 1 << (l - 1), k[l], k[l - 1], r[l],
                                                r[l - 1], Rtop[l - 1].data());
+      }
     }
-  }
-  messages.wait();
-  for (std::size_t i = 0; i < A.peers.size(); ++i) {
-    receives[i].after_receive();
-    std::int64_t at = 0;
+    messages.wait();
+    for (std::size_t i = 0; i < A.peers.size(); ++i) {
+      receives[i].after_receive();
+      std::int64_t at = 0;
+      for (int s = 0; s + 1 < S; ++s) {
+        const std::int64_t kk = std::int64_t(k[c + s]) * k[c + s];
+        const auto [g0, g1] = A.peers[i].receive[s];
+        const std::int64_t n = std::int64_t(g1 - g0) * kk;
+        if (n > 0) copy(*ctx, receives[i].data() + at, R[c + s].data() + (std::int64_t(D.count(c + s)) + g0) * kk, std::size_t(n));
+        at += n;
+      }
+    }
+    // S_ts := R_t S_ts R_s^T: the top's blocks, then the own block rows (columns: own, then ghosts).
+    for (int l = 0; l < c; ++l) {
+      const auto& lv = blocks.coupling[l];
+      std::vector<int> rows(lv.blocks());
+      for (int t = 0; t < lv.level_size(); ++t) std::fill(rows.begin() + lv.row_ptr[t], rows.begin() + lv.row_ptr[t + 1], t);
+      top_coupling[l] = project_blocks(ctx, A.top_coupling[l].data(), Rtop[l].data(), Rtop[l].data(), rows, lv.col, k[l], r[l]);
+    }
     for (int s = 0; s + 1 < S; ++s) {
-      const std::int64_t kk = std::int64_t(k[c + s]) * k[c + s];
-      const auto [g0, g1] = A.peers[i].receive[s];
-      const std::int64_t n = std::int64_t(g1 - g0) * kk;
-      if (n > 0) copy(*ctx, receives[i].data() + at, R[c + s].data() + (std::int64_t(D.count(c + s)) + g0) * kk, std::size_t(n));
-      at += n;
+      const int l = c + s, n = D.count(l);
+      const auto& sp = A.split_host[s];
+      std::vector<int> rows, cols;
+      for (const auto* part : {&sp.diag, &sp.off})
+        for (int t = 0; t < n; ++t)
+          for (int b = part->row_ptr[t]; b < part->row_ptr[t + 1]; ++b)
+            rows.push_back(t), cols.push_back(part == &sp.diag ? part->col[b] : n + part->col[b]);
+      new_blocks[s] = project_blocks(ctx, A.blocks[s].data(), R[l].data(), R[l].data(), rows, cols, k[l], r[l]);
     }
-  }
+  });
+  comm.agree("distributed orthogonalize", {}, tail);
 
-  // S_ts := R_t S_ts R_s^T: the top's blocks, then the own block rows (columns: own, then ghosts).
-  for (int l = 0; l < c; ++l) {
-    const auto& lv = blocks.coupling[l];
-    std::vector<int> rows(lv.blocks());
-    for (int t = 0; t < lv.level_size(); ++t) std::fill(rows.begin() + lv.row_ptr[t], rows.begin() + lv.row_ptr[t + 1], t);
-    A.top_coupling[l] = project_blocks(ctx, A.top_coupling[l].data(), Rtop[l].data(), Rtop[l].data(), rows, lv.col, k[l], r[l]);
-  }
-  for (int s = 0; s + 1 < S; ++s) {
-    const int l = c + s, n = D.count(l);
-    const auto& sp = A.split_host[s];
-    std::vector<int> rows, cols;
-    for (const auto* part : {&sp.diag, &sp.off})
-      for (int t = 0; t < n; ++t)
-        for (int b = part->row_ptr[t]; b < part->row_ptr[t + 1]; ++b)
-          rows.push_back(t), cols.push_back(part == &sp.diag ? part->col[b] : n + part->col[b]);
-    A.blocks[s] = project_blocks(ctx, A.blocks[s].data(), R[l].data(), R[l].data(), rows, cols, k[l], r[l]);
-    A.unit[s] = r[l];
-  }
+  basis_share<T, Space>& basis = *A.row_basis;
+  basis.leaves = std::move(leaves);
+  for (int l = 1; l <= L; ++l) basis.transfers[l] = std::move(transfers[l]);
+  A.top_coupling = std::move(top_coupling);
+  for (int s = 0; s + 1 < S; ++s) A.blocks[s] = std::move(new_blocks[s]), A.unit[s] = r[c + s];
   A.rank = r;
   build_peer_rows(A);
 }
