@@ -195,6 +195,75 @@ TYPED_TEST(distributed_test, orthogonalize_matches_one_process) {
   expect_orthogonalize_matches<T, 2>(kernels::exponential{0.2}, 50, {.leaf_size = 32}, "two leaves", 13);
 }
 
+// Compressed on the ranks: the single process's norm estimate, node ranks and error, and its operator.
+template <class T, int D, class Kernel>
+void expect_compress_matches(const Kernel& kernel, int n, const build_options& bo, double eps, const char* what,
+                             std::uint64_t salt) {
+  const std::uint64_t seed = shared_seed(salt);
+  const auto points = random_points<T, D>(n, seed);
+  auto A = dist_matrix<T>::from_kernel(MPI_COMM_WORLD, points, kernel, bo);
+  auto S = h2_matrix<T, host>::from_kernel(points, kernel, bo);
+  const dense<T> X = random_block<T>(n, 3, seed + 1);
+  const matrix<T, host> Xl(rows_of(X, A.local_indices())), Xg(X);
+  const auto idx = A.local_indices();
+  const dense<T> before = rows_of(to_dense(detail::multiply(S, detail::op::none, Xg)), idx);
+  const double norm = hd::norm_estimate(A);
+  const auto ra = compress(A, eps, {.estimate_error = true});
+  const auto rs = compress(S, eps, {.estimate_error = true});
+  EXPECT_NEAR(norm, ra.norm_estimate, 1e-12 * norm) << what;
+  EXPECT_NEAR(ra.norm_estimate, rs.norm_estimate, tol<T>(100) * rs.norm_estimate) << what << ": the norm estimates";
+  EXPECT_EQ(ra.node_rank_max, rs.node_rank_max) << what;
+  EXPECT_EQ(ra.node_rank_min, rs.node_rank_min) << what;
+  for (std::size_t l = 0; l < ra.node_rank_avg.size() && l < rs.node_rank_avg.size(); ++l)
+    EXPECT_NEAR(ra.node_rank_avg[l], rs.node_rank_avg[l], 1e-9) << what << ": level " << l;
+  EXPECT_EQ(A.basis_ranks(), ra.node_rank_max) << what;
+  ASSERT_TRUE(ra.error_estimate && rs.error_estimate);
+  EXPECT_LT(*ra.error_estimate, eps) << what;
+  EXPECT_NEAR(*ra.error_estimate, *rs.error_estimate, 0.05 * *rs.error_estimate + tol<T>(100)) << what;
+  EXPECT_LT(ra.memory_after, ra.memory_before) << what;
+  const dense<T> Y = to_dense(A * Xl), Z = to_dense(transpose(A) * Xl);
+  const double ey = global_error(Y, rows_of(to_dense(detail::multiply(S, detail::op::none, Xg)), idx));
+  const double ez = global_error(Z, rows_of(to_dense(detail::multiply(S, detail::op::transpose, Xg)), idx));
+  const double moved = global_error(Y, before);
+  // The same truncation of the same operator: the two compressed operators differ by rounding, magnified
+  // only where a singular value lies at the threshold (then by at most what the threshold allows).
+  EXPECT_LT(ey, std::max(1e-3 * eps, tol<T>(1000))) << what << ": A X against one process's";
+  EXPECT_LT(ez, std::max(1e-3 * eps, tol<T>(1000))) << what << ": A^T X against one process's";
+  // Compressing again does not grow it, and changes it within the tolerance.
+  const auto again = compress(A, eps, {.estimate_error = true});
+  for (std::size_t l = 0; l < again.ranks_after.size(); ++l) EXPECT_LE(again.ranks_after[l], ra.ranks_after[l]) << what;
+  EXPECT_LT(*again.error_estimate, eps) << what << ": compressed again";
+  if (world_rank() == 0)
+    std::printf("compress %.0e, %s, %d ranks: ||A|| %.6e (one process %.6e), leaf rank %d -> %d, error %.2e (one process "
+                "%.2e); against one process's: A X %.1e, A^T X %.1e; on random vectors the operator moved by %.1e\n",
+                eps, what, world_size(), ra.norm_estimate, rs.norm_estimate, ra.ranks_before.back(), ra.ranks_after.back(),
+                *ra.error_estimate, *rs.error_estimate, ey, ez, moved);
+}
+
+TYPED_TEST(distributed_test, compress_matches_one_process) {
+  using T = TypeParam;
+  const double coarse = std::is_same_v<T, float> ? 1e-3 : 1e-4;
+  expect_compress_matches<T, 2>(kernels::exponential{0.2}, 3000, {.leaf_size = 32}, coarse, "2D exponential", 21);
+  expect_compress_matches<T, 2>(kernels::exponential{0.2}, 3000, {.leaf_size = 32}, 1e-2, "2D exponential", 22);
+  // Non-symmetric: the shared basis stacks its columns' blocks too, which other ranks' rows hold.
+  expect_compress_matches<T, 3>(skewed_kernel(0.3), 1500, {.leaf_size = 24, .cheb_points = 3}, coarse, "3D non-symmetric", 23);
+  expect_compress_matches<T, 2>(kernels::exponential{0.2}, 50, {.leaf_size = 32}, 1e-3, "two leaves", 24);
+}
+
+TYPED_TEST(distributed_test, compress_rejects_bad_tolerances) {
+  using T = TypeParam;
+  auto A = dist_matrix<T>::from_kernel(MPI_COMM_WORLD, random_points<T, 2>(800, shared_seed(25)), kernels::exponential{0.1},
+                                       {.leaf_size = 16});
+  const matrix<T, host> X = matrix<T, host>::random(A.local_rows(), 2, 3);
+  const dense<T> before = to_dense(A * X);
+  EXPECT_THROW(compress(A, 0.0), invalid_tolerance);
+  EXPECT_THROW(compress(A, std::nan("")), invalid_tolerance);
+  if (world_size() > 1) EXPECT_THROW(compress(A, world_rank() == 0 ? 1e-3 : 1e-4), ranks_disagree);
+  EXPECT_LT(global_error(to_dense(A * X), before), tol<T>(1)) << "a refused compress changed the matrix";
+  dist_matrix<T> empty;
+  EXPECT_THROW(compress(empty, 1e-3), missing_structure);
+}
+
 TYPED_TEST(distributed_test, local_indices_partition_the_points) {
   using T = TypeParam;
   const int n = 2000;

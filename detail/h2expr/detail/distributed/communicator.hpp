@@ -41,7 +41,7 @@ inline void mpi_check(int code, const char* call) {
 // What went wrong on one rank, carried to the others by the next agreement: the exception's kind
 // (so that every rank throws the same type) and its message.
 struct rank_failure {
-  enum kind_t : int { none = 0, other, invalid, dimensions, non_finite, disagree, numerical, memory };
+  enum kind_t : int { none = 0, other, invalid, dimensions, non_finite, disagree, numerical, memory, tolerance, missing };
   int kind = none;
   std::string message;
   explicit operator bool() const { return kind != none; }
@@ -56,6 +56,10 @@ struct rank_failure {
       return {dimensions, e.what()};
     } catch (const non_finite_value& e) {
       return {non_finite, e.what()};
+    } catch (const invalid_tolerance& e) {
+      return {tolerance, e.what()};
+    } catch (const missing_structure& e) {
+      return {missing, e.what()};
     } catch (const invalid_argument& e) {
       return {invalid, e.what()};
     } catch (const ranks_disagree& e) {
@@ -75,6 +79,8 @@ struct rank_failure {
       case dimensions: throw dimension_mismatch(message_on_all);
       case non_finite: throw non_finite_value(message_on_all);
       case invalid: throw invalid_argument(message_on_all);
+      case tolerance: throw invalid_tolerance(message_on_all);
+      case missing: throw missing_structure(message_on_all);
       case disagree: throw ranks_disagree(message_on_all);
       case numerical: throw numerical_failure(message_on_all);
       default: throw error(message_on_all);
@@ -147,6 +153,23 @@ class communicator {
         throw ranks_disagree("h2expr: " + what + ": the ranks disagree on " + values[i].name + " (" + std::to_string(lo) +
                              " on some, " + std::to_string(hi) + " on others)");
     }
+  }
+
+  // Collective: values := their sum over the ranks, added in rank order on every rank, so that every
+  // rank gets the same bits (an allreduce may add in another order on each) and decides alike.
+  template <class T>
+  void sum_in_rank_order(T* values, int n) const {
+    std::vector<T> all(std::size_t(n) * std::size_t(size_));
+    mpi_check(MPI_Allgather(values, n, mpi_type<T>(), all.data(), n, mpi_type<T>(), comm_), "MPI_Allgather");
+    for (int i = 0; i < n; ++i) {
+      T s = all[std::size_t(i)];
+      for (int q = 1; q < size_; ++q) s += all[std::size_t(q) * n + i];
+      values[i] = s;
+    }
+  }
+  // Collective: values := their element-wise maximum over the ranks.
+  void max(std::vector<std::int64_t>& values) const {
+    mpi_check(MPI_Allreduce(MPI_IN_PLACE, values.data(), int(values.size()), MPI_INT64_T, MPI_MAX, comm_), "MPI_Allreduce");
   }
 
   // Collective: every rank's count values, one after the other in rank order (counts: every rank's).

@@ -18,6 +18,7 @@ template <class T, class Space>
 struct basis_share {
   buffer<T, Space> leaves;
   std::vector<buffer<T, Space>> transfers;
+  bool orthonormal = false;  // set by orthogonalize (compress then skips it), as basis_tree's
   std::size_t bytes() const {
     std::size_t s = leaves.size();
     for (const auto& t : transfers) s += t.size();

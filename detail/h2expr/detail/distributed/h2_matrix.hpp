@@ -2,6 +2,7 @@
 // h2expr::distributed::h2_matrix<T, Space>: an H2 matrix split over the ranks of an MPI communicator
 // by block rows below a C-level (partition in distribution.hpp), each rank holding its share in the layouts of
 // h2_data, multiplied by distributed HGEMV (hgemv.hpp). Every call is collective.
+#include <h2expr/detail/distributed/compress.hpp>
 #include <h2expr/detail/distributed/hgemv.hpp>
 #include <h2expr/detail/distributed/orthogonalize.hpp>
 #include <h2expr/detail/h2/kernel_blocks.hpp>
@@ -262,5 +263,25 @@ template <class T, class Space>
 void orthogonalize(distributed::h2_matrix<T, Space>& A) {
   detail::distributed_orthogonalize(detail::distributed_access::data(A));
 }
+
+// Collective: compress(A, tol) of one process (operations/compress.hpp) on the ranks: the same
+// threshold (tol times the same norm estimate), the same weights node for node, so the same ranks.
+// Ranks stay uniform per level (the largest node's: zero columns below it), where one process stores
+// each node at its own; the report's memory is this rank's, its ranks and norms global (every rank
+// gets the same report but for the memory and the seconds).
+template <class T, class Space>
+compress_report compress(distributed::h2_matrix<T, Space>& A, double tol, const compress_options& options = {}) {
+  return detail::distributed_compress(detail::distributed_access::data(A), tol, options);
+}
+
+namespace distributed {
+// Collective: an estimate of ||A||_2 (to about 0.3%; the same value on every rank and for any number
+// of ranks), by the block Krylov compress uses.
+template <class T, class Space>
+double norm_estimate(const h2_matrix<T, Space>& A) {
+  detail::require<missing_structure>(A.data().comm != nullptr, "distributed norm_estimate: the matrix is empty (default-constructed)");
+  return detail::distributed_norm_estimate(A.data());
+}
+}  // namespace distributed
 
 }  // namespace h2expr

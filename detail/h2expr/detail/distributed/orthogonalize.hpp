@@ -197,6 +197,7 @@ void distributed_orthogonalize(distributed_data<T, Space>& A) {
   basis_share<T, Space>& basis = *A.row_basis;
   basis.leaves = std::move(leaves);
   for (int l = 1; l <= L; ++l) basis.transfers[l] = std::move(transfers[l]);
+  basis.orthonormal = true;
   A.top_coupling = std::move(top_coupling);
   for (int s = 0; s + 1 < S; ++s) A.blocks[s] = std::move(new_blocks[s]), A.unit[s] = r[c + s];
   A.rank = r;

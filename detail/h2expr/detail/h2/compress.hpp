@@ -290,6 +290,17 @@ inline double symmetric_max_eigenvalue(Eigen::MatrixXd a) {
   return a.diagonal().maxCoeff();
 }
 
+// krylov_two_norm's vectors in one process.
+struct local_vectors {
+  index total(index n) const { return n; }
+  template <class T, class Space>
+  matrix<T, Space> random(const context_ptr<Space>& ctx, index rows, int cols, std::uint64_t seed) const {
+    return matrix<T, Space>::random(rows, cols, seed, ctx);
+  }
+  template <class T, class Space>
+  void sum(view<T, Space>) const {}
+};
+
 // ||M||_2 by block Krylov (Rayleigh-Ritz on span{X, M^T M X, (M^T M)^2 X, ...}), a block of vectors at
 // a time (apply(op, x, y): y = op(M) x, on views), which costs far less per vector than one at a time.
 // Every n-sized array stays on the space: the orthonormal Krylov basis V, the products M V, their Gram
@@ -304,19 +315,25 @@ inline double symmetric_max_eigenvalue(Eigen::MatrixXd a) {
 // Krylov space is M's own, span{X, M X, M^2 X, ...}: one product per block instead of two, for a space
 // at least as large per product (it holds the M^T M space of half the products). TARGETS.md's 2D
 // problem: 3 products of 4 vectors, 1.2e-4 below the converged value (it took 6 products with M^T M).
-template <class T, class Space, class Apply>
+// The vectors are this process's (local_vectors) or, for a distributed operator, each rank's rows of
+// them (distributed/norm.hpp): `vectors` makes the start and sums the inner products over the ranks.
+template <class T, class Space, class Apply, class Vectors = local_vectors>
 double krylov_two_norm(const context_ptr<Space>& ctx, index rows, index cols, Apply&& apply, std::uint64_t seed,
-                       int max_steps, bool symmetric = false, int block = 4) {
+                       int max_steps, bool symmetric = false, int block = 4, const Vectors& vectors = {}) {
   using mat = Eigen::MatrixXd;
-  if (rows == 0 || cols == 0 || max_steps <= 0) return 0;
-  block = int(std::min<index>(block, cols));
+  if (vectors.total(rows) == 0 || vectors.total(cols) == 0 || max_steps <= 0) return 0;
+  block = int(std::min<index>(block, vectors.total(cols)));
   const int cap = (max_steps + 1) * block;  // V's columns: the blocks kept, and room for the next
   auto V = matrix<T, Space>::uninitialized(cols, cap, ctx), MV = matrix<T, Space>::uninitialized(rows, cap, ctx);
   auto Z = matrix<T, Space>::uninitialized(cols, block, ctx), C = matrix<T, Space>::uninitialized(cap, block, ctx);
   auto gemm = [&](op ta, op tb, T alpha, const_view<T, Space> a, const_view<T, Space> b, T beta, view<T, Space> c) {
     const index k = ta == op::none ? a.cols() : a.rows();
-    gemm_strided_batched(*ctx, ta, tb, int(c.rows()), int(c.cols()), int(k), alpha, a.data(), int(a.ld()), 0,
-                         b.data(), int(b.ld()), 0, beta, c.data(), int(c.ld()), 0, 1);
+    if (c.rows() > 0 && c.cols() > 0 && k > 0)
+      gemm_strided_batched(*ctx, ta, tb, int(c.rows()), int(c.cols()), int(k), alpha, a.data(), int(a.ld()), 0,
+                           b.data(), int(b.ld()), 0, beta, c.data(), int(c.ld()), 0, 1);
+    else if (beta == T(0))  // no rows here (a rank without rows of a distributed operator)
+      for (index j = 0; j < c.cols(); ++j) fill(*ctx, c.data() + j * c.ld(), std::size_t(c.rows()), T(0));
+    if (ta == op::transpose) vectors.sum(c);  // inner products: over every rank's rows
   };
   auto small = [&](const_view<T, Space> v) { return mat(to_dense(v).template cast<double>()); };
   auto copy_columns = [&](const_view<T, Space> from, view<T, Space> to) {
@@ -356,7 +373,7 @@ double krylov_two_norm(const context_ptr<Space>& ctx, index rows, index cols, Ap
     return b;
   };
   {
-    auto X = matrix<T, Space>::random(cols, block, seed, ctx);
+    auto X = vectors.template random<T, Space>(ctx, cols, block, seed);
     fill(*ctx, X.data(), std::size_t(cols), T(1));  // column 0: the constant vector
     copy_columns(X.view(), V.columns(0, block));
   }

@@ -38,6 +38,19 @@ void fill_random_column(distribution d, std::uint64_t seed, std::uint64_t item, 
   }
 }
 
+// Entry `row` of what fill_random_column writes (the same bits), alone: for a rank of a distributed
+// operator that holds some rows of a vector, so that its vectors are those of one process.
+template <class T>
+T random_entry(distribution d, std::uint64_t seed, std::uint64_t item, std::uint64_t column, std::int64_t row) {
+  const std::uint64_t key = splitmix64(splitmix64(seed ^ 0x5851f42d4c957f2dull) + item) ^ splitmix64(~column);
+  auto unit = [&](std::uint64_t counter) { return double(splitmix64(key + counter * 0x9e3779b97f4a7c15ull) >> 11) * 0x1.0p-53; };
+  if (d == distribution::uniform) return T(unit(std::uint64_t(row)));
+  const std::int64_t i = row & ~std::int64_t(1);
+  const double u1 = 1.0 - unit(std::uint64_t(i)), u2 = unit(std::uint64_t(i) + 1);
+  const double r = std::sqrt(-2.0 * std::log(u1)), a = 2.0 * std::numbers::pi * u2;
+  return row == i ? T(r * std::cos(a)) : T(r * std::sin(a));
+}
+
 // A(0:rows, 0:cols) of one matrix; columns in parallel.
 template <class T>
 void fill_random(context<host>&, distribution d, std::int64_t rows, std::int64_t cols, T* A, std::int64_t lda,
