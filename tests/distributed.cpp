@@ -264,6 +264,66 @@ TYPED_TEST(distributed_test, compress_rejects_bad_tolerances) {
   EXPECT_THROW(compress(empty, 1e-3), missing_structure);
 }
 
+// Expressions of distributed operands against the same sums and products in one process, and the
+// collective estimates against the single process's formulas on the same probes.
+TYPED_TEST(distributed_test, expressions_match_one_process) {
+  using T = TypeParam;
+  const int n = 2000;
+  const std::uint64_t seed = shared_seed(31);
+  const auto points = random_points<T, 2>(n, seed);
+  const build_options bo{.leaf_size = 24};
+  const auto A = dist_matrix<T>::from_kernel(MPI_COMM_WORLD, points, kernels::exponential{0.2}, bo);
+  const auto B = dist_matrix<T>::from_kernel(MPI_COMM_WORLD, points, skewed_kernel(0.3), bo);
+  const auto SA = h2_matrix<T, host>::from_kernel(points, kernels::exponential{0.2}, bo);
+  const auto SB = h2_matrix<T, host>::from_kernel(points, skewed_kernel(0.3), bo);
+  const auto idx = A.local_indices();
+  const dense<T> X = random_block<T>(n, 3, seed + 1);
+  const matrix<T, host> Xl(rows_of(X, idx));
+  auto times = [](const h2_matrix<T, host>& S, detail::op o, const dense<T>& V) {
+    return dense<T>(to_dense(detail::multiply(S, o, matrix<T, host>(V))));
+  };
+  using detail::op;
+  const dense<T> AX = times(SA, op::none, X), BX = times(SB, op::none, X), BtX = times(SB, op::transpose, X);
+  const dense<T> expect1 = times(SA, op::none, BX);
+  const dense<T> expect2 = AX + T(2) * BtX - times(SA, op::none, AX);
+  const dense<T> expect3 = times(SB, op::transpose, times(SA, op::transpose, X));  // (B A)^T... = A^T applied first
+  const dense<T> got1 = to_dense((A * B) * Xl);
+  const dense<T> got2 = to_dense((A + 2.0 * transpose(B) - A * A) * Xl);
+  const dense<T> got3 = to_dense(transpose(B * A) * Xl);
+  EXPECT_LT(global_error(got1, rows_of(expect1, idx)), tol<T>(10)) << "A B";
+  EXPECT_LT(global_error(got2, rows_of(expect2, idx)), tol<T>(10)) << "A + 2 B^T - A A";
+  EXPECT_LT(global_error(got3, rows_of(times(SA, op::transpose, times(SB, op::transpose, X)), idx)), tol<T>(10)) << "(B A)^T";
+  (void)expect3;
+
+  // relative_error and frobenius_estimate: the single process's probes (matrix::random in the user's
+  // order), the same sums.
+  const int probes = 6;
+  const std::uint64_t probe_seed = 77;
+  const dense<T> W = to_dense(matrix<T, host>::random(n, probes, probe_seed));
+  const dense<T> MW = times(SA, op::none, times(SA, op::none, W)), PW = times(SB, op::none, W);
+  const double expected_error = (PW - MW).template cast<double>().norm() / MW.template cast<double>().norm();
+  const double expected_norm = PW.template cast<double>().norm() / std::sqrt(double(probes));
+  const double e = relative_error(B, A * A, probes, probe_seed), f = frobenius_estimate(B, probes, probe_seed);
+  EXPECT_NEAR(e, expected_error, tol<T>(100) * expected_error);
+  EXPECT_NEAR(f, expected_norm, tol<T>(100) * expected_norm);
+  double both[2] = {e, f}, lowest[2];
+  MPI_Allreduce(both, lowest, 2, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+  EXPECT_EQ(lowest[0], e) << "ranks got different values";
+  EXPECT_EQ(lowest[1], f) << "ranks got different values";
+  EXPECT_EQ(relative_error(A, A, probes, probe_seed), 0.0);
+  if (world_rank() == 0)
+    std::printf("expressions, %d ranks: relative_error(B, A A) %.6e (one process's sums %.6e), ||B||_F %.6e (%.6e)\n",
+                world_size(), e, expected_error, f, expected_norm);
+
+  // Operands split differently (other points): an error on every rank, at the first product.
+  const auto C = dist_matrix<T>::from_kernel(MPI_COMM_WORLD, random_points<T, 2>(n, seed + 5), kernels::exponential{0.2}, bo);
+  if (world_size() > 1) EXPECT_THROW((A * C) * Xl, dimension_mismatch);
+  const auto D = dist_matrix<T>::from_kernel(MPI_COMM_WORLD, random_points<T, 2>(n / 2, seed), kernels::exponential{0.2}, bo);
+  EXPECT_THROW((A + D) * Xl, dimension_mismatch);
+  EXPECT_THROW(h2expr::relative_error(A, D), dimension_mismatch);
+  EXPECT_THROW(h2expr::relative_error(A, A, 0), invalid_argument);
+}
+
 TYPED_TEST(distributed_test, local_indices_partition_the_points) {
   using T = TypeParam;
   const int n = 2000;

@@ -5,5 +5,8 @@
 //   auto A = hd::h2_matrix<double>::from_kernel(MPI_COMM_WORLD, points, kernel, options);  // collective
 //   const std::vector<hx::index>& mine = A.local_indices();  // the points this rank owns
 //   hx::matrix<double> Y = A * X, Z = hx::transpose(A) * X;  // X, Y, Z: this rank's rows, in mine's order
+//   hx::orthogonalize(A); auto rep = hx::compress(A, 1e-4);  // collective
+//   double e = hx::relative_error(B, A * A - 2.0 * A, 10);    // expressions of distributed operands
 // Defined in detail/h2expr/detail/distributed/ (the layers: README, "How the code is laid out").
+#include <h2expr/detail/distributed/expression.hpp>
 #include <h2expr/detail/distributed/h2_matrix.hpp>

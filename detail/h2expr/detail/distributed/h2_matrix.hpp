@@ -234,28 +234,12 @@ matrix<T, Space> multiply(const h2_matrix<T, Space>& A, const matrix<T, Space>& 
   return Y;
 }
 
-// transpose(A): A^T, multiplied from the same storage.
-template <class T, class Space>
-struct transposed {
-  const h2_matrix<T, Space>& A;
-};
-
 template <class T, class Space>
 matrix<T, Space> operator*(const h2_matrix<T, Space>& A, const matrix<T, Space>& X) {
   return multiply(A, X);
 }
-template <class T, class Space>
-matrix<T, Space> operator*(const transposed<T, Space>& At, const matrix<T, Space>& X) {
-  return multiply(At.A, X, true);
-}
 
 }  // namespace distributed
-
-// hx::transpose(A) of a distributed matrix (expressions of distributed operands are not built yet).
-template <class T, class Space>
-distributed::transposed<T, Space> transpose(const distributed::h2_matrix<T, Space>& A) {
-  return {A};
-}
 
 // Collective: A's bases made orthonormal, the operator unchanged (to rounding); every node's basis is
 // the one h2expr::orthogonalize gives the same matrix in one process.
