@@ -324,6 +324,53 @@ TYPED_TEST(distributed_test, expressions_match_one_process) {
   EXPECT_THROW(h2expr::relative_error(A, A, 0), invalid_argument);
 }
 
+// Each rank passes only its own points (the last one none, on more than one rank); vectors move
+// between the user's rows and the matrix's by a redistribution.
+TYPED_TEST(distributed_test, local_points_and_redistribution) {
+  using T = TypeParam;
+  const int n = 1800, P = world_size(), r = world_rank();
+  const std::uint64_t seed = shared_seed(41);
+  const auto points = random_points<T, 2>(n, seed);
+  const int holders = P > 1 ? P - 1 : 1;  // ranks holding points
+  const int begin = r < holders ? int(std::int64_t(n) * r / holders) : n, end = r < holders ? int(std::int64_t(n) * (r + 1) / holders) : n;
+  std::vector<std::array<T, 2>> mine(points.coords().begin() + begin, points.coords().begin() + end);
+  const build_options bo{.leaf_size = 24};
+  const auto A = dist_matrix<T>::from_local_points(MPI_COMM_WORLD, mine, kernels::exponential{0.2}, bo);
+  const auto S = h2_matrix<T, host>::from_kernel(points, kernels::exponential{0.2}, bo);
+  EXPECT_EQ(A.rows(), n);
+  const auto plan = hd::redistribution::contiguous(A, index(mine.size()));
+  const dense<T> X = random_block<T>(n, 2, seed + 1);
+  std::vector<index> user(static_cast<std::size_t>(end - begin));
+  for (int i = begin; i < end; ++i) user[std::size_t(i - begin)] = i;
+  EXPECT_EQ(plan.user_rows(), user);
+  const matrix<T, host> Xu(rows_of(X, user));
+  const matrix<T, host> Xm = plan.to_matrix(Xu);
+  EXPECT_EQ(to_dense(Xm), rows_of(X, A.local_indices()));
+  const dense<T> Y = to_dense(plan.to_user(A * Xm));
+  const dense<T> expected = rows_of(to_dense(detail::multiply(S, detail::op::none, matrix<T, host>(X))), user);
+  EXPECT_LT(global_error(Y, expected), tol<T>(10));
+  // Any split: round robin, each rank's rows in descending order.
+  std::vector<index> robin;
+  for (int i = n - 1; i >= 0; --i)
+    if (i % P == r) robin.push_back(i);
+  const hd::redistribution other(A, robin);
+  const matrix<T, host> Xr(rows_of(X, robin));
+  EXPECT_EQ(to_dense(other.to_user(other.to_matrix(Xr))), to_dense(Xr));
+  EXPECT_EQ(to_dense(other.to_matrix(Xr)), rows_of(X, A.local_indices()));
+  // Bad splits: on every rank.
+  std::vector<index> twice = robin;
+  if (r == 0) twice.push_back(1 % n);
+  if (P > 1) EXPECT_THROW(hd::redistribution(A, twice), invalid_argument);
+  std::vector<index> outside = robin;
+  if (r == P - 1) outside.push_back(n);
+  EXPECT_THROW(hd::redistribution(A, outside), invalid_argument);
+  EXPECT_THROW(other.to_matrix(matrix<T, host>(index(robin.size()) + (r == 0 ? 1 : 0), 2)), dimension_mismatch);
+  // Points that are not finite, on one rank: an error on every rank.
+  std::vector<std::array<T, 2>> broken = mine;
+  if (r == 0 && !broken.empty()) broken[0][1] = std::numeric_limits<T>::quiet_NaN();
+  EXPECT_THROW(dist_matrix<T>::from_local_points(MPI_COMM_WORLD, broken, kernels::exponential{0.2}, bo), non_finite_value);
+}
+
 TYPED_TEST(distributed_test, local_indices_partition_the_points) {
   using T = TypeParam;
   const int n = 2000;

@@ -12,9 +12,11 @@
 #include <h2expr/detail/structure/point_cloud.hpp>
 #include <h2expr/detail/structure/structure.hpp>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -78,6 +80,38 @@ class h2_matrix {
     d.comm->agree("distributed h2_matrix::from_kernel", {{"the structure (a hash of its trees and blocks)", built}},
                   failure_in_build);
     return A;
+  }
+
+  // Collective. The same matrix, for points the ranks hold in parts: rank q passes its own (any number,
+  // none included), and point i of rank q is the user's point offset_q + i, offset_q the points of the
+  // ranks before q (the numbering redistribution::contiguous uses). The points are gathered on every
+  // rank, as the structure is built on every rank; the blocks, the bulk of the memory, are each rank's own.
+  template <std::size_t N, class Kernel>
+  static h2_matrix from_local_points(MPI_Comm comm, const std::vector<std::array<T, N>>& local_points, const Kernel& kernel,
+                                     const build_options& options = {}, context_ptr<Space> ctx = default_context<Space>()) {
+    constexpr int D = int(N);
+    const detail::communicator c(comm);
+    std::vector<int> counts(static_cast<std::size_t>(c.size()));
+    const int mine = int(std::min<std::size_t>(local_points.size(), std::size_t(INT32_MAX / D)));
+    detail::mpi_check(MPI_Allgather(&mine, 1, MPI_INT, counts.data(), 1, MPI_INT, c.get()), "MPI_Allgather");
+    std::int64_t total = 0;
+    for (int n : counts) total += n;
+    detail::rank_failure bad;
+    if (local_points.size() > std::size_t(INT32_MAX / D)) bad = {detail::rank_failure::invalid, "from_local_points: too many points on one rank"};
+    else if (total == 0 || total * D > INT32_MAX) bad = {detail::rank_failure::invalid, "from_local_points: " + std::to_string(total) + " points in all"};
+    c.agree("distributed h2_matrix::from_local_points", {}, bad);
+    for (int& n : counts) n *= D;
+    std::vector<std::array<T, D>> all(static_cast<std::size_t>(total));
+    c.allgather(reinterpret_cast<const T*>(local_points.data()), counts, reinterpret_cast<T*>(all.data()));
+    std::optional<point_cloud<T, D>> points;
+    const auto failure = detail::rank_failure::of([&] { points.emplace(std::move(all)); });  // non-finite coordinates
+    c.agree("distributed h2_matrix::from_local_points", {}, failure);
+    return from_kernel(comm, *points, kernel, options, std::move(ctx));
+  }
+  template <int D, class Kernel>
+  static h2_matrix from_local_points(MPI_Comm comm, const point_cloud<T, D>& local_points, const Kernel& kernel,
+                                     const build_options& options = {}, context_ptr<Space> ctx = default_context<Space>()) {
+    return from_local_points(comm, local_points.coords(), kernel, options, std::move(ctx));
   }
 
   h2_matrix() = default;
