@@ -82,13 +82,13 @@ buffer<T, Space> stack_weights(const context_ptr<Space>& ctx, int k, int kp, con
   return R;
 }
 
-// Truncation bases of `count` nodes (k x k each, zero columns past the node's rank) from their weights,
-// and the node ranks `choose` keeps.
+// The weights' singular values (k per node, descending, into sigma) and right singular vectors (k x k per
+// node): the truncation bases before the chooser picks their ranks. resolve: see svd_right_vbatched.
 template <class T, class Space>
-buffer<T, Space> node_truncation(const context_ptr<Space>& ctx, buffer<T, Space>& R, int count, int k, int l,
-                                 const keep_above& choose, std::vector<int>& kept) {
+buffer<T, Space> node_svd(const context_ptr<Space>& ctx, buffer<T, Space>& R, int count, int k, double resolve,
+                          std::vector<T>& sigma) {
   buffer<T, Space> P(ctx, std::size_t(count) * k * k);
-  kept.assign(static_cast<std::size_t>(count), 0);
+  sigma.clear();
   if (count == 0 || k == 0) return P;
   buffer<T, Space> S(ctx, std::size_t(count) * k);
   buffer<int, Space> M(ctx, std::vector<int>(count, k));
@@ -96,11 +96,18 @@ buffer<T, Space> node_truncation(const context_ptr<Space>& ctx, buffer<T, Space>
   marshal_strided(*ctx, R.data(), std::int64_t(k) * k, count, pa.data());
   marshal_strided(*ctx, S.data(), std::int64_t(k), count, ps.data());
   marshal_strided(*ctx, P.data(), std::int64_t(k) * k, count, pv.data());
-  svd_right_vbatched(*ctx, M.data(), M.data(), pa.data(), M.data(), ps.data(), pv.data(), M.data(), count, k, k,
-                     choose.threshold(l));
-  kept = choose(l, S.to_host(), k);
-  zero_trailing_columns<T, Space>(ctx, P.data(), std::int64_t(k) * k, k, k, k, kept);
+  svd_right_vbatched(*ctx, M.data(), M.data(), pa.data(), M.data(), ps.data(), pv.data(), M.data(), count, k, k, resolve);
+  sigma = S.to_host();
   return P;
+}
+
+// Node ranks from a level's singular values: choose(l, sigma, k, total) where the chooser weighs the
+// level's nodes against each other (total: the squared values of the whole level, over every rank), else
+// choose(l, sigma, k).
+template <class Choose, class T>
+std::vector<int> choose_ranks(const Choose& choose, int l, const std::vector<T>& sigma, int k, double total) {
+  if constexpr (requires { choose(l, sigma, k, total); }) return choose(l, sigma, k, total);
+  else return choose(l, sigma, k);
 }
 
 // Each node's P_t^T (k x k), for project_blocks, which reads the first rows of its factors.
@@ -130,40 +137,29 @@ struct low_rank_parts {
   }
 };
 
-template <class T, class Space>
-compress_report distributed_compress(distributed_data<T, Space>& A, double tol, const compress_options& options = {}) {
+// Steps 2-4 of compression (weights, truncation, projection) on bases orthogonalize() made orthonormal,
+// node ranks by `choose` (see choose_ranks); the report's ranks and seconds. Returns the old parts
+// (compress's error estimate runs them once more).
+template <class T, class Space, class Choose>
+low_rank_parts<T, Space> distributed_recompress(distributed_data<T, Space>& A, const Choose& choose, compress_report& rep,
+                            std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now()) {
   using clock = std::chrono::steady_clock;
-  require<missing_structure>(A.comm != nullptr, "distributed compress: the matrix is empty (default-constructed)");
   const communicator& comm = *A.comm;
   const partition& D = A.dist;
   const auto& ctx = A.ctx;
   const int L = A.depth(), c = D.c, S = D.slots();
-  rank_failure bad;
-  if (!(std::isfinite(tol) && tol > 0 && tol < 1))
-    bad = {rank_failure::tolerance, "compress: the tolerance must be in (0, 1), got " + std::to_string(tol)};
-  else if (A.row_basis != A.col_basis)
-    bad = {rank_failure::invalid, "compress: a distributed matrix with two bases"};
-  comm.agree("distributed compress",
-             {{"the tolerance", bits_of(tol)}, {"estimate_error", options.estimate_error}, {"the depth", L}}, bad);
-  compress_report rep;
-  auto t0 = clock::now();
   auto lap = [&](double compress_report::*slot) {
     ctx->synchronize();
     const auto now = clock::now();
     rep.*slot += std::chrono::duration<double>(now - t0).count();
     t0 = now;
   };
-  rep.memory_before = A.bytes();
-  rep.ranks_before = A.rank;
-  rep.norm_estimate = distributed_norm_estimate(A);
-  rep.orthogonalized = !A.row_basis->orthonormal;
-  if (rep.orthogonalized) distributed_orthogonalize(A);
-  lap(&compress_report::seconds_orthogonalize);
-
-  // compress()'s threshold and chooser (operations/compress.hpp), so that the ranks are one process's.
-  const double eps = tol * rep.norm_estimate / (2 * std::sqrt(double(L + 1)));
-  const keep_above choose{eps, rep.norm_estimate};
-  const gram_weights gram = choose.gram(L);
+  gram_weights gram;
+  if constexpr (requires { choose.gram(0); }) gram = choose.gram(L);
+  auto resolve = [&](int l) {
+    if constexpr (requires { choose.threshold(0); }) return choose.threshold(l);
+    else return (void)l, 0.0;
+  };
   const bool both = !A.symmetric;  // the shared basis of a non-symmetric matrix carries its columns' blocks too
   const std::vector<int> k = A.rank;
   const basis_share<T, Space>& B = *A.row_basis;
@@ -252,6 +248,7 @@ compress_report distributed_compress(distributed_data<T, Space>& A, double tol, 
   // whole, own levels this rank's.
   std::vector<buffer<T, Space>> Ptop(static_cast<std::size_t>(c)), P(static_cast<std::size_t>(L + 1));
   std::vector<std::vector<int>> kept(static_cast<std::size_t>(L + 1));
+  std::vector<std::vector<T>> sigma(static_cast<std::size_t>(L + 1));
   std::vector<std::int64_t> r_max(static_cast<std::size_t>(L + 1), 0);
   const rank_failure weighed = rank_failure::of([&] {
     std::vector<buffer<T, Space>> Rtop(static_cast<std::size_t>(c)), R(static_cast<std::size_t>(L + 1));
@@ -268,7 +265,7 @@ compress_report distributed_compress(distributed_data<T, Space>& A, double tol, 
       const T* sources[2] = {A.top_coupling[l].data(), nullptr};
       Rtop[l] = stack_weights<T, Space>(ctx, k[l], l > 0 ? k[l - 1] : 0, nodes, l > 0 ? Rtop[l - 1].data() : nullptr,
                                         B.transfers[l].data(), sources, shift_of(l));
-      Ptop[l] = node_truncation(ctx, Rtop[l], 1 << l, k[l], l, choose, kept[l]);
+      Ptop[l] = node_svd(ctx, Rtop[l], 1 << l, k[l], resolve(l), sigma[l]);
     }
     for (int s = 0; s + 1 < S; ++s) {
       const int l = c + s, n_own = D.count(l), b0 = D.begin(l);
@@ -308,12 +305,25 @@ compress_report distributed_compress(distributed_data<T, Space>& A, double tol, 
       const T* sources[2] = {A.blocks[s].data(), col_received[s].data()};
       const T* Rp = l == 0 ? nullptr : l == c ? Rtop[l - 1].data() : R[l - 1].data();
       R[l] = stack_weights<T, Space>(ctx, k[l], l > 0 ? k[l - 1] : 0, nodes, Rp, B.transfers[l].data(), sources, shift_of(l));
-      P[l] = node_truncation(ctx, R[l], n_own, k[l], l, choose, kept[l]);
+      P[l] = node_svd(ctx, R[l], n_own, k[l], resolve(l), sigma[l]);
     }
-    for (int l = 0; l <= L; ++l)
-      for (int v : kept[l]) r_max[l] = std::max<std::int64_t>(r_max[l], v);
   });
   comm.agree("distributed compress", {}, weighed);
+  // Node ranks: a level's squared singular values summed over every rank (for choosers that weigh a
+  // level's nodes against each other), then each rank's; the level's rank is its largest node's.
+  std::vector<double> total(static_cast<std::size_t>(L + 1), 0.0);
+  for (int l = c; l <= L; ++l)
+    for (T v : sigma[l]) total[l] += double(v) * double(v);
+  comm.sum_in_rank_order(total.data(), int(total.size()));
+  for (int l = 0; l < c; ++l)
+    for (T v : sigma[l]) total[l] += double(v) * double(v);
+  for (int l = 0; l <= L; ++l) {
+    const int nodes = l < c ? 1 << l : D.count(l);
+    kept[l] = k[l] > 0 ? choose_ranks(choose, l, sigma[l], k[l], total[l]) : std::vector<int>(static_cast<std::size_t>(nodes), 0);
+    buffer<T, Space>& Pl = l < c ? Ptop[l] : P[l];
+    if (k[l] > 0 && nodes > 0) zero_trailing_columns<T, Space>(ctx, Pl.data(), std::int64_t(k[l]) * k[l], k[l], k[l], k[l], kept[l]);
+    for (int v : kept[l]) r_max[l] = std::max<std::int64_t>(r_max[l], v);
+  }
   lap(&compress_report::seconds_weights);
   comm.max(r_max);  // a level's rank: its largest node's, over every rank
   std::vector<int> r(r_max.begin(), r_max.end());
@@ -451,27 +461,6 @@ compress_report distributed_compress(distributed_data<T, Space>& A, double tol, 
   lap(&compress_report::seconds_projection);
 
   next.swap_with(A);  // A holds the compressed parts, `next` the old ones
-  if (options.estimate_error) {
-    // ||A_before - A_after||_2: the old parts swapped back in for their product (and out again, whatever happens).
-    struct lend {
-      low_rank_parts<T, Space>& old;
-      distributed_data<T, Space>& A;
-      lend(low_rank_parts<T, Space>& o, distributed_data<T, Space>& a) : old(o), A(a) { old.swap_with(A); }
-      ~lend() { old.swap_with(A); }
-    };
-    const index rows = index(A.local_indices.size());
-    const double diff = krylov_two_norm<T, Space>(
-        ctx, rows, rows,
-        [&](op trans, const_view<T, Space> x, view<T, Space> y) {
-          {
-            lend before(next, A);
-            distributed_hgemv(A, trans, T(1), x, T(0), y);
-          }
-          distributed_hgemv(A, trans, T(-1), x, T(1), y);
-        },
-        777, 4, false, 4, distributed_vectors{comm, A.local_indices, A.structure.rows()});
-    rep.error_estimate = rep.norm_estimate > 0 ? diff / rep.norm_estimate : diff;
-  }
 
   // The report: node ranks over every rank (the top's counted once).
   rep.node_rank_min.assign(L + 1, 0), rep.node_rank_max.assign(L + 1, 0), rep.node_rank_avg.assign(L + 1, 0);
@@ -492,6 +481,62 @@ compress_report distributed_compress(distributed_data<T, Space>& A, double tol, 
     rep.node_rank_avg[l] = sums[l] / double(std::int64_t(1) << l);
   }
   rep.ranks_after = A.rank;
+  return next;
+}
+
+template <class T, class Space>
+compress_report distributed_compress(distributed_data<T, Space>& A, double tol, const compress_options& options = {}) {
+  using clock = std::chrono::steady_clock;
+  require<missing_structure>(A.comm != nullptr, "distributed compress: the matrix is empty (default-constructed)");
+  const communicator& comm = *A.comm;
+  const auto& ctx = A.ctx;
+  const int L = A.depth();
+  rank_failure bad;
+  if (!(std::isfinite(tol) && tol > 0 && tol < 1))
+    bad = {rank_failure::tolerance, "compress: the tolerance must be in (0, 1), got " + std::to_string(tol)};
+  else if (A.row_basis != A.col_basis)
+    bad = {rank_failure::invalid, "compress: a distributed matrix with two bases"};
+  comm.agree("distributed compress",
+             {{"the tolerance", bits_of(tol)}, {"estimate_error", options.estimate_error}, {"the depth", L}}, bad);
+  compress_report rep;
+  auto t0 = clock::now();
+  auto lap = [&](double compress_report::*slot) {
+    ctx->synchronize();
+    const auto now = clock::now();
+    rep.*slot += std::chrono::duration<double>(now - t0).count();
+    t0 = now;
+  };
+  rep.memory_before = A.bytes();
+  rep.ranks_before = A.rank;
+  rep.norm_estimate = distributed_norm_estimate(A);
+  rep.orthogonalized = !A.row_basis->orthonormal;
+  if (rep.orthogonalized) distributed_orthogonalize(A);
+  lap(&compress_report::seconds_orthogonalize);
+
+  // compress()'s threshold and chooser (operations/compress.hpp), so that the ranks are one process's.
+  const double eps = tol * rep.norm_estimate / (2 * std::sqrt(double(L + 1)));
+  auto old = distributed_recompress(A, keep_above{eps, rep.norm_estimate}, rep, t0);
+  if (options.estimate_error) {
+    // ||A_before - A_after||_2: the old parts swapped back in for their product (and out again, whatever happens).
+    struct lend {
+      low_rank_parts<T, Space>& old;
+      distributed_data<T, Space>& A;
+      lend(low_rank_parts<T, Space>& o, distributed_data<T, Space>& a) : old(o), A(a) { old.swap_with(A); }
+      ~lend() { old.swap_with(A); }
+    };
+    const index rows = index(A.local_indices.size());
+    const double diff = krylov_two_norm<T, Space>(
+        ctx, rows, rows,
+        [&](op trans, const_view<T, Space> x, view<T, Space> y) {
+          {
+            lend before(old, A);
+            distributed_hgemv(A, trans, T(1), x, T(0), y);
+          }
+          distributed_hgemv(A, trans, T(-1), x, T(1), y);
+        },
+        777, 4, false, 4, distributed_vectors{comm, A.local_indices, A.structure.rows()});
+    rep.error_estimate = rep.norm_estimate > 0 ? diff / rep.norm_estimate : diff;
+  }
   rep.memory_after = A.bytes();
   if (options.report) *options.report = rep;
   return rep;
