@@ -371,6 +371,65 @@ TYPED_TEST(distributed_test, local_points_and_redistribution) {
   EXPECT_THROW(dist_matrix<T>::from_local_points(MPI_COMM_WORLD, broken, kernels::exponential{0.2}, bo), non_finite_value);
 }
 
+// hara(A * A) on the ranks against the single process's hara(A * A) (the same samples, the same
+// construction) and against A * A itself, 2D and 3D, at two tolerances.
+template <class T, int D, class Kernel>
+void expect_hara_matches(const Kernel& kernel, int n, const build_options& bo, const std::vector<double>& tols,
+                         const char* what, std::uint64_t salt) {
+  const std::uint64_t seed = shared_seed(salt);
+  const auto points = random_points<T, D>(n, seed);
+  const auto A = dist_matrix<T>::from_kernel(MPI_COMM_WORLD, points, kernel, bo);
+  const auto S = h2_matrix<T, host>::from_kernel(points, kernel, bo);
+  const auto idx = A.local_indices();
+  const dense<T> X = random_block<T>(n, 2, seed + 1);
+  const matrix<T, host> Xl(rows_of(X, idx));
+  double last = 1;
+  for (const double eps : tols) {
+    hara_report rep;
+    const auto P = hara(A * A, eps, {.seed = seed, .report = &rep});
+    const auto Ps = hara(S * S, eps, {.seed = seed});
+    EXPECT_EQ(P.rows(), n) << what;
+    const double e = relative_error(P, A * A, 10, seed + 2);
+    const double es = h2expr::relative_error(Ps, S * S, 10, seed + 2);
+    EXPECT_LT(e, 2 * eps) << what << ", tol " << eps;
+    EXPECT_LT(e, last) << what << ": the error did not fall with tol " << eps;
+    last = e;
+    // The two constructions: the same operator to within the tolerance.
+    const dense<T> Y = to_dense(P * Xl), Ys = rows_of(to_dense(detail::multiply(Ps, detail::op::none, matrix<T, host>(X))), idx);
+    const double apart = global_error(Y, Ys);
+    EXPECT_LT(apart, 2 * eps) << what << ", tol " << eps;
+    // Still an operand: products, its transpose (symmetric), compression.
+    const double asym = global_error(to_dense(transpose(P) * Xl), Y);
+    EXPECT_LT(asym, tol<T>(100)) << what << ": not symmetric";
+    if (world_rank() == 0) {
+      std::printf("hara(A A) %.0e, %s, %d ranks: error %.2e (one process %.2e), apart %.1e, %d samples, ranks", eps, what,
+                  world_size(), e, es, apart, rep.samples);
+      for (int v : P.basis_ranks()) std::printf(" %d", v);
+      std::printf(" (one process");
+      for (int v : Ps.ranks()) std::printf(" %d", v);
+      std::printf(")\n");
+    }
+  }
+}
+
+TYPED_TEST(distributed_test, hara_matches_one_process) {
+  using T = TypeParam;
+  const std::vector<double> tols = std::is_same_v<T, float> ? std::vector<double>{1e-2, 1e-3} : std::vector<double>{1e-2, 1e-5};
+  expect_hara_matches<T, 2>(kernels::exponential{0.2}, 2500, {.leaf_size = 32}, tols, "2D exponential", 51);
+  expect_hara_matches<T, 3>(kernels::exponential{0.3}, 1500, {.leaf_size = 24, .cheb_points = 3}, tols, "3D exponential", 52);
+}
+
+TYPED_TEST(distributed_test, hara_rejects_what_it_cannot_build) {
+  using T = TypeParam;
+  const auto points = random_points<T, 2>(600, shared_seed(53));
+  const auto A = dist_matrix<T>::from_kernel(MPI_COMM_WORLD, points, kernels::exponential{0.2}, {.leaf_size = 16});
+  const auto B = dist_matrix<T>::from_kernel(MPI_COMM_WORLD, points, skewed_kernel(0.3), {.leaf_size = 16});
+  EXPECT_THROW(hara(A * A, 0.0), invalid_tolerance);
+  EXPECT_THROW(hara(A * A, 1e-3, {.block_size = 0}), invalid_argument);
+  EXPECT_THROW(hara(A * B, 1e-3), invalid_argument);  // not symmetric: not built on the ranks yet
+  if (world_size() > 1) EXPECT_THROW(hara(A * A, world_rank() == 0 ? 1e-3 : 1e-4), ranks_disagree);
+}
+
 TYPED_TEST(distributed_test, local_indices_partition_the_points) {
   using T = TypeParam;
   const int n = 2000;

@@ -27,7 +27,7 @@ class expression {
   using apply_fn = std::function<void(detail::op, const_view<T, Space>, view<T, Space>)>;
 
   // A (not a copy: A must outlive the expression).
-  expression(const h2_matrix<T, Space>& A) : data_(&A.data()) {  // NOLINT: implicit, as operands convert
+  expression(const h2_matrix<T, Space>& A) : data_(&A.data()), leaf_(&A.data()), symmetric_(A.data().symmetric) {  // NOLINT: implicit
     detail::require<missing_structure>(data_->comm != nullptr, "distributed expression: the matrix is empty (default-constructed)");
     const auto* d = data_;
     apply_ = [d](detail::op o, const_view<T, Space> x, view<T, Space> y) { detail::distributed_hgemv(*d, o, T(1), x, T(0), y); };
@@ -38,6 +38,8 @@ class expression {
   index local_rows() const { return index(data_->local_indices.size()); }
   const std::vector<index>& local_indices() const { return data_->local_indices; }
   const detail::distributed_data<T, Space>& layout() const { return *data_; }  // the first operand's split
+  // Known to be symmetric: a symmetric matrix, A A of one, sums, multiples and transposes of such.
+  bool symmetric() const { return symmetric_; }
 
   // Collective: Y = op(E) X, X and Y this rank's rows.
   void apply(detail::op o, const_view<T, Space> X, view<T, Space> Y) const {
@@ -55,10 +57,12 @@ class expression {
   }
 
   // The composite nodes: apply is the composition.
-  static expression compose(const expression& a, const expression& b, apply_fn f) {
+  static expression compose(const expression& a, const expression& b, apply_fn f, bool symmetric) {
     expression e(a);
     e.apply_ = std::move(f);
     e.checked_ = false;
+    e.leaf_ = nullptr;
+    e.symmetric_ = symmetric;
     if (!e.mismatch_) e.mismatch_ = b.mismatch_;
     if (!e.mismatch_ && (a.rows() != b.rows() || a.data_->comm->size() != b.data_->comm->size() ||
                          a.local_indices() != b.local_indices()))
@@ -67,14 +71,19 @@ class expression {
                          " rows, or split over the ranks differently (build them from the same points on the same ranks)"};
     return e;
   }
-  static expression map(const expression& a, apply_fn f) {
+  static expression map(const expression& a, apply_fn f) {  // alpha A, A^T: as symmetric as A
     expression e(a);
     e.apply_ = std::move(f);
+    e.leaf_ = nullptr;
     return e;
   }
+  // The matrix itself when the expression is one (not a product or sum of it), else null.
+  const detail::distributed_data<T, Space>* leaf() const { return leaf_; }
 
  private:
   const detail::distributed_data<T, Space>* data_ = nullptr;
+  const detail::distributed_data<T, Space>* leaf_ = nullptr;
+  bool symmetric_ = false;
   apply_fn apply_;
   detail::rank_failure mismatch_;
   mutable bool checked_ = false;
@@ -105,11 +114,15 @@ auto operator*(const A& a_, const B& b_) {
   using E = decltype(a);
   using T = typename E::value_type;
   using Space = typename E::space;
-  return E::compose(a, b, [a, b](detail::op o, const_view<T, Space> x, view<T, Space> y) {
-    auto tmp = matrix<T, Space>::uninitialized(x.rows(), x.cols(), a.layout().ctx);
-    if (o == detail::op::none) b.apply(o, x, tmp.view()), a.apply(o, tmp.view(), y);
-    else a.apply(o, x, tmp.view()), b.apply(o, tmp.view(), y);
-  });
+  const bool symmetric = a.symmetric() && a.leaf() != nullptr && a.leaf() == b.leaf();  // A A, A symmetric
+  return E::compose(
+      a, b,
+      [a, b](detail::op o, const_view<T, Space> x, view<T, Space> y) {
+        auto tmp = matrix<T, Space>::uninitialized(x.rows(), x.cols(), a.layout().ctx);
+        if (o == detail::op::none) b.apply(o, x, tmp.view()), a.apply(o, tmp.view(), y);
+        else a.apply(o, x, tmp.view()), b.apply(o, tmp.view(), y);
+      },
+      symmetric);
 }
 
 namespace expression_detail {
@@ -119,14 +132,17 @@ auto combine(const A& a_, const B& b_, double beta) {
   using E = decltype(a);
   using T = typename E::value_type;
   using Space = typename E::space;
-  return E::compose(a, b, [a, b, beta](detail::op o, const_view<T, Space> x, view<T, Space> y) {
-    auto tmp = matrix<T, Space>::uninitialized(y.rows(), y.cols(), a.layout().ctx);
-    a.apply(o, x, y);
-    b.apply(o, x, tmp.view());
-    if (y.rows() > 0 && y.cols() > 0)
-      detail::axpby_2d(*a.layout().ctx, std::size_t(y.rows()), std::size_t(y.cols()), T(beta), tmp.data(),
-                       std::size_t(tmp.rows()), T(1), y.data(), std::size_t(y.ld()));
-  });
+  return E::compose(
+      a, b,
+      [a, b, beta](detail::op o, const_view<T, Space> x, view<T, Space> y) {
+        auto tmp = matrix<T, Space>::uninitialized(y.rows(), y.cols(), a.layout().ctx);
+        a.apply(o, x, y);
+        b.apply(o, x, tmp.view());
+        if (y.rows() > 0 && y.cols() > 0)
+          detail::axpby_2d(*a.layout().ctx, std::size_t(y.rows()), std::size_t(y.cols()), T(beta), tmp.data(),
+                           std::size_t(tmp.rows()), T(1), y.data(), std::size_t(y.ld()));
+      },
+      a.symmetric() && b.symmetric());
 }
 }  // namespace expression_detail
 
