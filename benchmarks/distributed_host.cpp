@@ -1,9 +1,11 @@
 // Distributed HGEMV (issue 23), host space. Run under mpiexec -n P:
 //   mpiexec -n P build/benchmarks/bench_distributed_host [log2 n = 16] [nv list = 1,16] [model: log2 points per rank = 12]
+//                                                        [hara: log2 n = 14]
 // 1. Measured on this machine: the product A X and A^T X of a 2D exponential kernel matrix (the paper's
 //    first matrix set: a grid, correlation length 0.1 of its side, leaf 64, eta 0.9, rank 64), time per
 //    product (best of 5) against one process's h2_matrix, and every rank's traffic.
-// 2. On rank 0 only, the split's traffic at many ranks, from the structure alone (the plans every rank
+// 2. compress at two tolerances (n as above) and hara(A * A) (2^14 points) on the ranks, against one process.
+// 3. On rank 0 only, the split's traffic at many ranks, from the structure alone (the plans every rank
 //    builds without communication): weak scaling with 2^model points per rank, the exact bytes and
 //    messages of sampled ranks, up to 1,024 ranks.
 #include <mpi.h>
@@ -39,6 +41,7 @@ std::vector<int> parse_list(const char* s) {
 // sizeof(T)): point-to-point sent, messages, and the C-level rows it receives from the allgather.
 struct traffic {
   double sent = 0, messages = 0, gathered = 0;
+  double compress_sent = 0;  // compress's R and truncation-basis exchanges, k x k per ghost node and level, each
 };
 traffic plan_traffic(const hx::structure<double>& s, int P, int p, int k, int m) {
   const int L = s.depth();
@@ -54,8 +57,10 @@ traffic plan_traffic(const hx::structure<double>& s, int P, int p, int k, int m)
   traffic t;
   for (const auto& peer : part.plans(levels, splits)) {
     double values = 0;
-    for (int slot = 0; slot < part.slots(); ++slot)
+    for (int slot = 0; slot < part.slots(); ++slot) {
       values += double(peer.send[slot].size()) * (slot == part.slots() - 1 ? m : k);
+      if (slot < part.slots() - 1) t.compress_sent += 2.0 * double(peer.send[slot].size()) * k * k;
+    }
     t.sent += values, t.messages += values > 0;
   }
   int top = L;
@@ -78,6 +83,7 @@ int main(int argc, char** argv) {
   const int log2n = argc > 1 ? std::atoi(argv[1]) : 16;
   const std::vector<int> nvs = parse_list(argc > 2 ? argv[2] : "1,16");
   const int model_log2 = argc > 3 ? std::atoi(argv[3]) : 12;
+  const int hara_log2 = argc > 4 ? std::atoi(argv[4]) : 14;
   const int side = int(std::lround(std::sqrt(double(1 << log2n))));
   const int n = side * side;
   const hx::build_options bo{.leaf_size = 64, .eta = 0.9, .cheb_points = 8};
@@ -135,14 +141,82 @@ int main(int argc, char** argv) {
                     worst[1], double(r.allgather_bytes) / 1e3, worst[0] / nv);
     }
 
+  // 2. compress (orthogonalize included, as compress does it) and hara(A * A) on the ranks, against one
+  // process; every rank's traffic in their own exchanges (the products hara samples with are not counted).
+  auto worst = [&](double v) {
+    double w = 0;
+    MPI_Reduce(&v, &w, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    return w;
+  };
+  if (rank == 0)
+    std::printf("\n| %-14s | %5s | %10s | %10s | %16s | %12s | %12s | %10s | %12s |\n", "call", "ranks", "time (s)", "1 proc (s)",
+                "H2 ranks", "max MB/rank", "max sent KB", "max msgs", "allgather KB");
+  if (rank == 0)
+    std::printf("|----------------|-------|------------|------------|------------------|--------------|--------------|------------|--------------|\n");
+  std::string phases = "# ";
+  for (const double tol : {1e-4, 1e-8}) {
+    auto B = hd::h2_matrix<double>::from_kernel(MPI_COMM_WORLD, points, kernel, bo);
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto c0 = std::chrono::steady_clock::now();
+    const auto rep = hx::compress(B, tol);
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
+    const double mb = worst(B.memory_bytes() / 1e6), sent = worst(double(rep.bytes_sent)), msgs = worst(double(rep.messages_sent));
+    if (rank == 0) {
+      auto S2 = hx::h2_matrix<double>::from_kernel(points, kernel, bo);
+      const auto s0 = std::chrono::steady_clock::now();
+      hx::compress(S2, tol);
+      const double one = std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
+      char name[32], levels[64] = "";
+      std::snprintf(name, sizeof name, "compress %.0e", tol);
+      const auto& r = B.basis_ranks();
+      std::snprintf(levels, sizeof levels, "leaf %d, max %d", r.back(), *std::max_element(r.begin(), r.end()));
+      std::printf("| %-14s | %5d | %10.2f | %10.2f | %16s | %12.1f | %12.1f | %10.0f | %12.1f |\n", name, ranks, sec, one, levels, mb,
+                  sent / 1e3, msgs, double(rep.allgather_bytes) / 1e3);
+      phases += std::string(name) + " on rank 0: norm estimate and orthogonalize " + std::to_string(rep.seconds_orthogonalize) +
+                " s, weights " + std::to_string(rep.seconds_weights) + " s, truncation " + std::to_string(rep.seconds_truncation) +
+                " s, projection " + std::to_string(rep.seconds_projection) + " s\n# ";
+    }
+  }
+  {
+    const int hside = int(std::lround(std::sqrt(double(1 << hara_log2))));
+    const auto hpoints = grid(hside);
+    const auto Ah = hd::h2_matrix<double>::from_kernel(MPI_COMM_WORLD, hpoints, kernel, bo);
+    const double tol = 1e-4;
+    hx::hara_report hr;
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto h0 = std::chrono::steady_clock::now();
+    const auto P = hx::hara(Ah * Ah, tol, {.report = &hr});
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - h0).count();
+    const double err = hx::relative_error(P, Ah * Ah, 10);
+    const double mb = worst(P.memory_bytes() / 1e6);
+    if (rank == 0) {
+      const auto Sh = hx::h2_matrix<double>::from_kernel(hpoints, kernel, bo);
+      const auto s0 = std::chrono::steady_clock::now();
+      const auto Ps = hx::hara(Sh * Sh, tol);
+      const double one = std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
+      const double es = hx::relative_error(Ps, Sh * Sh, 10);
+      char name[32], levels[64];
+      std::snprintf(name, sizeof name, "hara(A A) %.0e", tol);
+      const auto& r = P.basis_ranks();
+      std::snprintf(levels, sizeof levels, "leaf %d, max %d", r.back(), *std::max_element(r.begin(), r.end()));
+      std::printf("| %-14s | %5d | %10.2f | %10.2f | %16s | %12.1f | %12s | %10s | %12s |\n", name, ranks, sec, one, levels, mb, "-", "-", "-");
+      std::printf("\n%s", phases.substr(0, phases.size() - 2).c_str());
+      std::printf("\n# hara(A A): n = %d (2^%d), %d samples, relative_error %.2e (one process: %.2e); times include the "
+                  "final recompression and the sampling's distributed products\n",
+                  hside * hside, hara_log2, hr.samples, err, es);
+    }
+  }
+
   if (rank == 0 && model_log2 > 0) {
     std::printf("\n# The split at scale (rank 0 computes every sampled rank's plans from the structure): weak scaling, "
                 "2^%d points per rank,\n# the same problem set; values per vector (x 8 bytes in double); sampled ranks: "
                 "0, P/2, P - 1 and up to 13 more.\n\n",
                 model_log2);
-    std::printf("| %6s | %9s | %7s | %13s | %13s | %11s | %14s |\n", "ranks", "n", "C-level", "max sent KB", "mean sent KB",
-                "max msgs", "allgather KB");
-    std::printf("|--------|-----------|---------|---------------|---------------|-------------|----------------|\n");
+    std::printf("| %6s | %9s | %7s | %13s | %13s | %11s | %14s | %18s |\n", "ranks", "n", "C-level", "max sent KB", "mean sent KB",
+                "max msgs", "allgather KB", "compress sent KB");
+    std::printf("|--------|-----------|---------|---------------|---------------|-------------|----------------|--------------------|\n");
     for (int P : {2, 4, 16, 64, 256, 1024}) {
       const int s2 = int(std::lround(std::sqrt(double(P) * double(1 << model_log2))));
       const auto st = hx::structure<double>::from_points(grid(s2), bo);
@@ -150,15 +224,16 @@ int main(int argc, char** argv) {
       for (int i = 1; i <= 13 && int(sample.size()) < P; ++i) sample.push_back(int((std::int64_t(i) * 7919) % P));
       std::sort(sample.begin(), sample.end());
       sample.erase(std::unique(sample.begin(), sample.end()), sample.end());
-      double max_sent = 0, sum_sent = 0, max_msgs = 0, gathered = 0;
+      double max_sent = 0, sum_sent = 0, max_msgs = 0, gathered = 0, compress_sent = 0;
       for (int p : sample) {
         const traffic t = plan_traffic(st, P, p, 64, std::max(st.row_tree().max_leaf_size, 1));
         max_sent = std::max(max_sent, t.sent), sum_sent += t.sent, max_msgs = std::max(max_msgs, t.messages);
-        gathered = t.gathered;
+        gathered = t.gathered, compress_sent = std::max(compress_sent, t.compress_sent);
       }
       hx::detail::partition part(P, 0, st.depth());
-      std::printf("| %6d | %9d | %3d / %d | %13.1f | %13.1f | %11.0f | %14.1f |\n", P, s2 * s2, part.c, st.depth(),
-                  max_sent * 8 / 1e3, sum_sent / double(sample.size()) * 8 / 1e3, max_msgs, gathered * 8 / 1e3);
+      std::printf("| %6d | %9d | %3d / %d | %13.1f | %13.1f | %11.0f | %14.1f | %18.1f |\n", P, s2 * s2, part.c, st.depth(),
+                  max_sent * 8 / 1e3, sum_sent / double(sample.size()) * 8 / 1e3, max_msgs, gathered * 8 / 1e3,
+                  compress_sent * 8 / 1e3);
     }
   }
   MPI_Finalize();

@@ -216,7 +216,10 @@ low_rank_parts<T, Space> distributed_recompress(distributed_data<T, Space>& A, c
     comm.agree("distributed compress", {}, packed);
     for (std::size_t i = 0; i < A.peers.size(); ++i) {
       if (receives[i].size()) messages.receive(comm, receives[i].mpi(), receives[i].size(), A.peers[i].rank);
-      if (sends[i].size()) messages.send(comm, sends[i].mpi(), sends[i].size(), A.peers[i].rank);
+      if (sends[i].size()) {
+        messages.send(comm, sends[i].mpi(), sends[i].size(), A.peers[i].rank);
+        rep.bytes_sent += std::int64_t(sends[i].size() * sizeof(T)), ++rep.messages_sent;
+      }
     }
     const rank_failure arrived = rank_failure::of([&] {
       messages.wait();
@@ -378,9 +381,12 @@ low_rank_parts<T, Space> distributed_recompress(distributed_data<T, Space>& A, c
   comm.agree("distributed compress", {}, packed);
   for (std::size_t i = 0; i < A.peers.size(); ++i) {
     if (receives[i].size()) messages.receive(comm, receives[i].mpi(), receives[i].size(), A.peers[i].rank);
-    if (sends[i].size()) messages.send(comm, sends[i].mpi(), sends[i].size(), A.peers[i].rank);
+    if (sends[i].size()) {
+      messages.send(comm, sends[i].mpi(), sends[i].size(), A.peers[i].rank);
+      rep.bytes_sent += std::int64_t(sends[i].size() * sizeof(T)), ++rep.messages_sent;
+    }
   }
-  if (c > 0) comm.allgather(mine.mpi(), counts, all.mpi());
+  if (c > 0) comm.allgather(mine.mpi(), counts, all.mpi()), rep.allgather_bytes += std::int64_t(mine.size() * sizeof(T));
 
   const rank_failure built = rank_failure::of([&] {
     buffer<T, Space> Pc;  // every C-level node's
@@ -510,7 +516,10 @@ compress_report distributed_compress(distributed_data<T, Space>& A, double tol, 
   rep.ranks_before = A.rank;
   rep.norm_estimate = distributed_norm_estimate(A);
   rep.orthogonalized = !A.row_basis->orthonormal;
-  if (rep.orthogonalized) distributed_orthogonalize(A);
+  if (rep.orthogonalized) {
+    const auto traffic = distributed_orthogonalize(A);
+    rep.bytes_sent += traffic.bytes_sent, rep.messages_sent += traffic.messages_sent, rep.allgather_bytes += traffic.allgather_bytes;
+  }
   lap(&compress_report::seconds_orthogonalize);
 
   // compress()'s threshold and chooser (operations/compress.hpp), so that the ranks are one process's.

@@ -65,8 +65,14 @@ buffer<T, Space> orthogonalize_transfers(const context_ptr<Space>& ctx, const T*
   return trimmed;
 }
 
+// Returns this rank's traffic: bytes and messages sent, its share of the allgather.
+struct distributed_traffic {
+  std::int64_t bytes_sent = 0, messages_sent = 0, allgather_bytes = 0;
+};
+
 template <class T, class Space>
-void distributed_orthogonalize(distributed_data<T, Space>& A) {
+distributed_traffic distributed_orthogonalize(distributed_data<T, Space>& A) {
+  distributed_traffic traffic;
   require<missing_structure>(A.comm != nullptr, "distributed orthogonalize: the matrix is empty (default-constructed)");
   const communicator& comm = *A.comm;
   const partition& D = A.dist;
@@ -146,9 +152,12 @@ void distributed_orthogonalize(distributed_data<T, Space>& A) {
   comm.agree("distributed orthogonalize", {}, local);
   for (std::size_t i = 0; i < A.peers.size(); ++i) {
     if (receives[i].size()) messages.receive(comm, receives[i].mpi(), receives[i].size(), A.peers[i].rank);
-    if (sends[i].size()) messages.send(comm, sends[i].mpi(), sends[i].size(), A.peers[i].rank);
+    if (sends[i].size()) {
+      messages.send(comm, sends[i].mpi(), sends[i].size(), A.peers[i].rank);
+      traffic.bytes_sent += std::int64_t(sends[i].size() * sizeof(T)), ++traffic.messages_sent;
+    }
   }
-  if (c > 0) comm.allgather(mine.mpi(), counts, all.mpi());
+  if (c > 0) comm.allgather(mine.mpi(), counts, all.mpi()), traffic.allgather_bytes += std::int64_t(mine.size() * sizeof(T));
 
   const rank_failure tail = rank_failure::of([&] {
     // The top, on every rank: all C-level R factors, then the same recursion on the replicated transfers.
@@ -202,6 +211,7 @@ void distributed_orthogonalize(distributed_data<T, Space>& A) {
   for (int s = 0; s + 1 < S; ++s) A.blocks[s] = std::move(new_blocks[s]), A.unit[s] = r[c + s];
   A.rank = r;
   build_peer_rows(A);
+  return traffic;
 }
 
 }  // namespace h2expr::detail

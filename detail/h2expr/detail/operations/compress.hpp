@@ -11,6 +11,7 @@
 #include <h2expr/detail/h2/h2_matrix.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -34,6 +35,9 @@ struct compress_report {
   // Nominal operations per phase (gemm 2mnk, Householder QR, the weights' singular pairs: 10n^3 on the
   // host, 22n^3 per SVD on the GPU), for GFLOP/s.
   double flops_orthogonalize = 0, flops_weights = 0, flops_truncation = 0, flops_projection = 0;
+  // A distributed matrix's compress: this rank's point-to-point traffic and its share of the allgathers
+  // (zero in one process).
+  std::int64_t bytes_sent = 0, messages_sent = 0, allgather_bytes = 0;
   double seconds() const { return seconds_orthogonalize + seconds_weights + seconds_truncation + seconds_projection; }
   double flops() const { return flops_orthogonalize + flops_weights + flops_truncation + flops_projection; }
 };
