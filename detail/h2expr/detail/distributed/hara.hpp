@@ -295,20 +295,23 @@ class distributed_sample_builder {
     for (int j = 0; j < w; j += chunk) {
       const int cols = std::min(chunk, w - j);
       const std::uint64_t cs = splitmix64(seed + std::uint64_t(j));
-      dense<T> X(local_rows, cols), Om = dense<T>::Zero(rows_om, cols);
-      for (int v = 0; v < cols; ++v) {
-        for (index i = 0; i < local_rows; ++i)
-          X(i, v) = random_entry<T>(distribution::normal, cs, 0, std::uint64_t(v), std::int64_t(A_.local_indices[std::size_t(i)]));
+      // The panel's rows (own and ghost leaves, padded), each entry from the user's index; X, the own
+      // rows in the order of local_indices, is read from it.
+      dense<T> Om = dense<T>::Zero(rows_om, cols);
+#pragma omp parallel for schedule(static)
+      for (int v = 0; v < cols; ++v)
         for (int t = 0; t < nodes; ++t) {
-          const int g = d.global(t), node = first_leaf + g;
+          const int node = first_leaf + d.global(t);
           for (int i = 0; i < tree.size(node); ++i)
             Om(std::int64_t(t) * m_ + i, v) = random_entry<T>(distribution::normal, cs, 0, std::uint64_t(v),
                                                               std::int64_t(tree.perm[std::size_t(tree.begin[node] + i)]));
         }
-      }
       upload_2d(c, std::size_t(rows_om), std::size_t(cols), Om.data(), std::size_t(rows_om),
                 omega_.data() + std::int64_t(s_ + j) * rows_om, std::size_t(rows_om));
-      const matrix<T, Space> Xm(X, ctx_);
+      auto Xm = matrix<T, Space>::uninitialized(local_rows, cols, ctx_);
+      if (own > 0)
+        scatter_rows(c, A_.padded_to_local.data(), std::int64_t(own) * m_, omega_.data() + std::int64_t(s_ + j) * rows_om, rows_om,
+                     Xm.data(), std::max<index>(local_rows, 1), cols);
       auto Y = matrix<T, Space>::uninitialized(local_rows, cols, ctx_);
       M_.apply(op::none, Xm.view(), Y.view());
       double energy = Y.size() ? sum_of_squares(c, Y.data(), std::size_t(Y.size())) : 0.0;
