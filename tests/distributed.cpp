@@ -127,8 +127,9 @@ void expect_products_match(const Kernel& kernel, int n, const build_options& bo,
   EXPECT_GE(forward.seconds, forward.seconds_waiting) << what;
 }
 
-// H2EXPR_TEST_QUICK (set by CMakeLists.txt under the sanitizers, and for 1 and 2 ranks): the hara and compress
-// cases at their coarse tolerance only (every code path, fewer sizes; the CI budget).
+// H2EXPR_TEST_QUICK (set by CMakeLists.txt under the sanitizers, and for 1 and 2 ranks): hara and compress at
+// their coarse tolerance only, hara in 2D only, smaller compress and expression problems (every code path,
+// fewer sizes; the CI budget).
 bool quick() { return std::getenv("H2EXPR_TEST_QUICK") != nullptr; }
 
 template <class T>
@@ -247,7 +248,7 @@ void expect_compress_matches(const Kernel& kernel, int n, const build_options& b
 TYPED_TEST(distributed_test, compress_matches_one_process) {
   using T = TypeParam;
   const double coarse = std::is_same_v<T, float> ? 1e-3 : 1e-4;
-  expect_compress_matches<T, 2>(kernels::exponential{0.2}, 3000, {.leaf_size = 32}, coarse, "2D exponential", 21);
+  expect_compress_matches<T, 2>(kernels::exponential{0.2}, quick() ? 1500 : 3000, {.leaf_size = 32}, coarse, "2D exponential", 21);
   if (!quick()) expect_compress_matches<T, 2>(kernels::exponential{0.2}, 3000, {.leaf_size = 32}, 1e-2, "2D exponential", 22);
   // Non-symmetric: the shared basis stacks its columns' blocks too, which other ranks' rows hold.
   expect_compress_matches<T, 3>(skewed_kernel(0.3), 1500, {.leaf_size = 24, .cheb_points = 3}, coarse, "3D non-symmetric", 23);
@@ -272,7 +273,7 @@ TYPED_TEST(distributed_test, compress_rejects_bad_tolerances) {
 // collective estimates against the single process's formulas on the same probes.
 TYPED_TEST(distributed_test, expressions_match_one_process) {
   using T = TypeParam;
-  const int n = 2000;
+  const int n = quick() ? 1000 : 2000;
   const std::uint64_t seed = shared_seed(31);
   const auto points = random_points<T, 2>(n, seed);
   const build_options bo{.leaf_size = 24};
@@ -426,7 +427,7 @@ TYPED_TEST(distributed_test, hara_matches_one_process) {
   std::vector<double> tols = std::is_same_v<T, float> ? std::vector<double>{1e-2, 1e-3} : std::vector<double>{1e-2, 1e-4};
   if (quick()) tols.resize(1);
   expect_hara_matches<T, 2>(kernels::exponential{0.2}, 2000, {.leaf_size = 32}, tols, "2D exponential", 51);
-  expect_hara_matches<T, 3>(kernels::exponential{0.3}, 1000, {.leaf_size = 24, .cheb_points = 3}, tols, "3D exponential", 52);
+  if (!quick()) expect_hara_matches<T, 3>(kernels::exponential{0.3}, 1000, {.leaf_size = 24, .cheb_points = 3}, tols, "3D exponential", 52);
 }
 
 TYPED_TEST(distributed_test, hara_rejects_what_it_cannot_build) {
