@@ -25,6 +25,7 @@
 // when a node's rank did not fit), sampling only the new columns;
 // levels already built keep their bases and near blocks and only compress the new columns upward.
 #include <h2expr/detail/randomized/hara.hpp>
+#include <h2expr/detail/randomized/near_field_projection.hpp>
 #include <h2expr/detail/primitives/items.hpp>
 
 #include <numeric>
@@ -32,69 +33,6 @@
 #include <type_traits>
 
 namespace h2expr::detail {
-
-// The near field of every node of a level, in CSR form: the partners (the node among them) whose block
-// is not admissible at this level; mirror[e]: the index of pair e's transpose (the relation is
-// symmetric: rows and columns share the tree).
-struct near_field {
-  std::vector<int> ptr, col, mirror;
-  int pairs() const { return int(col.size()); }
-  int find(int t, int s) const {
-    for (int e = ptr[t]; e < ptr[t + 1]; ++e)
-      if (col[e] == s) return e;
-    return -1;
-  }
-};
-
-// near[l], l = 0..depth: the children of the parent's near field less the level's admissible blocks
-// (the root is its own near field); at the leaves, the dense blocks in their order. Empty when the
-// blocks do not nest so (not for the structures built here).
-inline std::vector<near_field> near_fields(const matrix_tree& mt) {
-  const int L = mt.depth();
-  std::vector<near_field> nf(std::size_t(L) + 1);
-  nf[0].ptr = {0, 1}, nf[0].col = {0};
-  for (int l = 1; l <= L; ++l) {
-    const auto& lv = mt.coupling[l];
-    auto& f = nf[l];
-    const int nodes = 1 << l;
-    f.ptr.assign(1, 0);
-    for (int t = 0; t < nodes; ++t) {
-      const auto& up = nf[l - 1];
-      for (int e = up.ptr[t / 2]; e < up.ptr[t / 2 + 1]; ++e)
-        for (int c = 2 * up.col[e]; c < 2 * up.col[e] + 2; ++c) {
-          const bool admissible = std::find(lv.col.begin() + lv.row_ptr[t], lv.col.begin() + lv.row_ptr[t + 1], c) !=
-                                  lv.col.begin() + lv.row_ptr[t + 1];
-          if (!admissible) f.col.push_back(c);
-        }
-      f.ptr.push_back(int(f.col.size()));
-    }
-  }
-  // The leaves' near field must be the dense blocks (then it takes their order).
-  auto& leaves = nf[L];
-  const auto& dn = mt.dense;
-  for (int a = 0; a < (1 << L); ++a) {
-    std::vector<int> x(leaves.col.begin() + leaves.ptr[a], leaves.col.begin() + leaves.ptr[a + 1]),
-        y(dn.col.begin() + dn.row_ptr[a], dn.col.begin() + dn.row_ptr[a + 1]);
-    std::sort(x.begin(), x.end()), std::sort(y.begin(), y.end());
-    if (x != y) return {};
-  }
-  leaves.ptr.assign(dn.row_ptr.begin(), dn.row_ptr.end()), leaves.col.assign(dn.col.begin(), dn.col.end());
-  for (auto& f : nf) {
-    f.mirror.assign(f.col.size(), -1);
-    for (int t = 0; t + 1 < int(f.ptr.size()); ++t)
-      for (int e = f.ptr[t]; e < f.ptr[t + 1]; ++e)
-        if ((f.mirror[e] = f.find(f.col[e], t)) < 0) return {};
-  }
-  return nf;
-}
-
-// The most nodes in any node's near field, over all levels.
-inline int largest_near_field(const std::vector<near_field>& near) {
-  int most = 0;
-  for (const auto& f : near)
-    for (int t = 0; t + 1 < int(f.ptr.size()); ++t) most = std::max(most, f.ptr[t + 1] - f.ptr[t]);
-  return most;
-}
 
 template <class T, class Space>
 class one_sample_set_builder {
@@ -162,29 +100,16 @@ class one_sample_set_builder {
   using clock = std::chrono::steady_clock;
   static double since(clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); }
 
-  // The samples a node with nin near-field rows needs before its rank shows: nin, beyond 64 rows half
-  // the excess again, and block_size / 2 + p. Its near blocks come from Y Omega_N^+, which carries the
-  // far field's truncation tail times ||Omega_N^+||_F^2 = nin / (s - nin - 1) (a Gaussian's), and its
-  // Gram matrix squares Omega_N's condition number: both stay small (below 3, about 100) for any nin.
-  // With a fixed surplus (the paper's count) the top levels' tails leaked 80-fold (nin = 800), their
-  // ranks grew, and so did their parents' needs; a surplus of nin / 2 everywhere cost the weak
-  // structures of Schur complements a third more samples.
-  int needs(int nin) const { return nin + std::max(0, nin / 2 - 32) + p_.converge_samples + (p_.block_size + 1) / 2; }
-  // A node's projections go on with half needs()'s surplus over its near rows; a short node asks for
-  // all of it (0: enough).
-  int short_of(int nin) const { return s_ < nin + (needs(nin) - nin + 1) / 2 ? needs(nin) : 0; }
+  int needs(int nin) const { return samples_needed(nin, p_.converge_samples, p_.block_size); }
+  int short_of(int nin) const { return samples_short(s_, nin, p_.converge_samples, p_.block_size); }
   int near_rows_of_leaf(int a) const {
     int r = 0;
     for (int e = near_[L_].ptr[a]; e < near_[L_].ptr[a + 1]; ++e) r += leaf_[near_[L_].col[e]];
     return r;
   }
 
-  // Node t's block of a level's panel: base + at[t], leading dimension ld.
-  struct panel {
-    T* base = nullptr;
-    std::vector<std::int64_t> at;
-    int ld = 1;
-  };
+  using panel = sample_panel<T>;
+
   // One level's nodes: rows on the row side (Y, Psi: the children's row ranks, or the leaf) and on the
   // column side (Omega, Z), the ranks found, the bases U (first ku columns of u) and V; per near pair
   // (t, s) the block D (ld x ld each) and where s's rows sit in t's stacked near field (offr: columns
@@ -326,253 +251,25 @@ class one_sample_set_builder {
     return p;
   }
 
-  // For each node t, with Omega_N its near field's rows of `om` stacked (rows[c] rows of partner c, at
-  // `off` of the pair) and K = Omega_N Omega_N^T = L L^T (nin x nin, L its Cholesky factor): G = Y Omega_N^+
-  // = (Y Omega_N^T) K^{-1} (nout x nin at g + row_block(t)) and, when `basis` is given, the samples
-  // W = Y P of an orthonormal P (s x w) in the null space of Omega_N (basis_samples). K's blocks are
-  // products Omega_a Omega_b^T of two partners' samples, which neighbouring nodes share (in 3D a pair
-  // sits in about four near fields): each is formed once (for as many nodes as 512 MB of them serve),
-  // and Omega_N is never copied. K squares Omega_N's condition number, which the surplus of s over nin
-  // keeps small (needs(): a Gaussian's, about 10 at most); then every step is a product or a triangular
-  // solve. Nodes go in batches that bound the scratch.
-  void project(int l, int which, const level_data& d, const panel& om, const std::vector<int>& rows,
-               const std::vector<int>& off, const std::vector<int>& nin, const panel& y, const std::vector<int>& nout,
-               buffer<T, Space>& g, buffer<T, Space>* basis, std::vector<double>* check) {
-    const auto& f = near_[l];
-    const int nodes = int(nin.size()), ld = d.ld, nw = d.nearw, s = s_, wd = d.width();
-    const std::int64_t gs = std::int64_t(nw) * nw, ps = std::int64_t(ld) * ld;
-    g = buffer<T, Space>(ctx_, std::size_t(nodes) * ld * nw);
-    fill(*ctx_, g.data(), g.size(), T(0));
-    test_matrix r;
+  // project_near_fields on level l's samples (side 0: Omega and Y; 1: Psi and Z).
+  void project(int l, int which, level_data& d, const panel& om, const std::vector<int>& rows, const std::vector<int>& off,
+               const std::vector<int>& nin, const panel& y, const std::vector<int>& nout, buffer<T, Space>& g,
+               buffer<T, Space>* basis, std::vector<double>* check) {
+    const projection_shape sh{l, which, s_, d.ld, d.nearw, d.p, p_.seed};
     if (basis) {
-      *basis = buffer<T, Space>(ctx_, std::size_t(nodes) * d.basis_stride());
+      *basis = buffer<T, Space>(ctx_, std::size_t(nin.size()) * d.basis_stride());
       fill(*ctx_, basis->data(), basis->size(), T(0));
-      check->assign(std::size_t(nodes) * (ld + 1), 0.0);
-      r = draw_test_matrix(l, which, d, om, rows);
     }
-    const std::size_t per_node = std::size_t(gs) + (basis ? 2 * std::size_t(nw) * wd + std::size_t(wd) * wd : 0);
-    const int batch = int(std::clamp<std::size_t>((std::size_t(256) << 20) / sizeof(T) / per_node, 1, nodes));
-    const std::size_t pair_budget = (std::size_t(512) << 20) / sizeof(T) / std::size_t(ps);
-    const auto key = [nodes](int a, int b) { return std::int64_t(std::max(a, b)) * nodes + std::min(a, b); };
-    std::unordered_map<std::int64_t, std::int64_t> slot;  // pair (a >= b) -> its block Omega_a Omega_b^T
-    for (int u0 = 0, u1 = 0; u0 < nodes; u0 = u1) {
-      // Nodes u0..u1 while their pair blocks fit (one node at least); then their K's in batches.
-      slot.clear();
-      std::vector<item_gemm> pairs;
-      for (u1 = u0; u1 < nodes; ++u1) {
-        std::vector<std::int64_t> fresh;
-        for (int e1 = f.ptr[u1]; e1 < f.ptr[u1 + 1]; ++e1)
-          for (int e2 = f.ptr[u1]; e2 <= e1; ++e2) {
-            const std::int64_t k = key(f.col[e1], f.col[e2]);
-            if (!slot.count(k) && std::find(fresh.begin(), fresh.end(), k) == fresh.end()) fresh.push_back(k);
-          }
-        if (u1 > u0 && slot.size() + fresh.size() > pair_budget) break;
-        for (const std::int64_t k : fresh) {
-          const int a = int(k / nodes), b = int(k % nodes);
-          const std::int64_t at = std::int64_t(slot.size()) * ps;
-          slot.emplace(k, at);
-          pairs.push_back({rows[a], rows[b], s, om.at[a], om.at[b], at, om.ld, om.ld, ld});
-        }
-      }
-      buffer<T, Space> pb(ctx_, slot.size() * std::size_t(ps));
-      gemm_items(ctx_, op::none, op::transpose, T(1), om.base, om.base, T(0), pb.data(), pairs);
-      for (int t0 = u0; t0 < u1; t0 += batch) {
-        const int t1 = std::min(u1, t0 + batch), cnt = t1 - t0;
-        buffer<T, Space> a(ctx_, std::size_t(cnt) * gs);
-        std::vector<item_copy> kn, kt;
-        std::vector<item_gemm> yq;
-        std::vector<item_trsm> solve;
-        std::vector<int> an;
-        std::vector<std::int64_t> ao;
-        for (int t = t0; t < t1; ++t) {
-          const std::int64_t at = (t - t0) * gs;
-          for (int e1 = f.ptr[t]; e1 < f.ptr[t + 1]; ++e1) {
-            const int c1 = f.col[e1];
-            for (int e2 = f.ptr[t]; e2 <= e1; ++e2) {  // K's lower block triangle (off grows with e)
-              const int c2 = f.col[e2];
-              (c1 >= c2 ? kn : kt)
-                  .push_back({rows[c1], rows[c2], slot.at(key(c1, c2)), at + off[e1] + std::int64_t(off[e2]) * nw, ld, nw});
-            }
-            yq.push_back({nout[t], rows[c1], s, y.at[t], om.at[c1], d.row_block(t) + std::int64_t(off[e1]) * ld, y.ld, om.ld, ld});
-          }
-          if (nin[t] > 0) an.push_back(nin[t]), ao.push_back(at);
-          solve.push_back({nout[t], nin[t], at, d.row_block(t), nw, ld});
-        }
-        copy_items(ctx_, pb.data(), a.data(), kn);
-        copy_items(ctx_, pb.data(), a.data(), kt, op::transpose);
-        const int bad = potrf_items(ctx_, a.data(), ao, an, nw);
-        if (bad >= 0)
-          throw numerical_failure("h2expr: hara: level " + std::to_string(l) + ": the samples of a near field (" +
-                                  std::to_string(an[bad]) + " rows) are numerically dependent");
-        gemm_items(ctx_, op::none, op::transpose, T(1), y.base, om.base, T(0), g.data(), yq);  // Y Omega_N^T
-        trsm_items(ctx_, side::right, uplo::lower, op::transpose, diag::non_unit, T(1), a.data(), g.data(), solve);
-        trsm_items(ctx_, side::right, uplo::lower, op::none, diag::non_unit, T(1), a.data(), g.data(), solve);
-        if (basis) basis_samples(l, d, r, a, g, t0, t1, rows, off, nin, y, nout, *basis, *check);
-      }
-    }
+    project_near_fields(ctx_, sh, near_side<T>{near_[l], om, rows, off, nin, y, nout}, g, basis ? basis->data() : nullptr, check);
   }
 
-  // One test matrix R for every node of a level (s x w, w the level's widest basis sample: the
-  // orthonormal factor of a Gaussian's QR), with each node's rows of the samples times it, Omega_c R: a
-  // node's test columns are P' = (I - Omega_N^T K^{-1} Omega_N) R, R's part in the null space of Omega_N,
-  // and from Omega_c R no s x w matrix per node is formed. (A node's held-out estimates need its R
-  // independent of its own samples, not of the other nodes'.)
-  struct test_matrix {
-    buffer<T, Space> r, rows, unit;  // R; Omega_c R (ld x w per node); (1 + delta) I, w x w
-    int w = 0;
-  };
-  test_matrix draw_test_matrix(int l, int which, const level_data& d, const panel& om, const std::vector<int>& rows) {
-    const int nodes = 1 << l, ld = d.ld, s = s_, wd = std::min(d.width(), s);
-    test_matrix m{buffer<T, Space>(ctx_, std::size_t(s) * wd), buffer<T, Space>(ctx_, std::size_t(nodes) * ld * wd), {}, wd};
-    fill_random(*ctx_, distribution::normal, s, wd, m.r.data(), s,
-                splitmix64(p_.seed ^ (0x6a09e667f3bcc909ull * std::uint64_t(1 + l + 64 * which + 256 * s))));
-    buffer<T, Space> f(ctx_, std::size_t(wd) * wd);
-    qr_items(ctx_, m.r.data(), {0}, {s}, {wd}, s, f.data(), {0}, wd);
-    std::vector<item_gemm> items;
-    for (int c = 0; c < nodes; ++c) items.push_back({rows[c], wd, s, om.at[c], 0, std::int64_t(c) * ld * wd, om.ld, s, ld});
-    gemm_items(ctx_, op::none, op::none, T(1), om.base, m.r.data(), T(0), m.rows.data(), items);
-    // P'^T P' = I - X^T X has rounding of about cond(K) eps; the shift keeps its Cholesky factorization
-    // defined where P' is nearly rank deficient (w close to s - nin), at the cost of shrinking such a
-    // column slightly (its basis is no worse; its held-out estimate a little low, with small probability).
-    std::vector<T> unit(std::size_t(wd) * wd, T(0));
-    for (int j = 0; j < wd; ++j) unit[std::size_t(j) * (wd + 1)] = T(1) + T(1024) * std::numeric_limits<T>::epsilon();
-    m.unit = buffer<T, Space>(ctx_, unit);
-    return m;
-  }
-
-  // W = Y P for nodes t0..t1 with P = P' C^{-T}, P' = (I - Omega_N^T K^{-1} Omega_N) R and C C^T = P'^T P'
-  // = I - X^T X, X = L^{-1} Omega_N R: Y P' = Y R - G Omega_N R, so W is products and solves of
-  // w-column blocks alone. Then the SVD of its first w - p columns in place and the held-out
-  // estimates of every truncation from the last p.
-  void basis_samples(int l, const level_data& d, const test_matrix& r, const buffer<T, Space>& a,
-                     const buffer<T, Space>& g, int t0, int t1, const std::vector<int>& rows, const std::vector<int>& off,
-                     const std::vector<int>& nin, const panel& y, const std::vector<int>& nout,
-                     buffer<T, Space>& basis, std::vector<double>& check) {
-    const auto& f = near_[l];
-    const int cnt = t1 - t0, ld = d.ld, s = s_, p = p_.converge_samples, wd = d.width(), nw = d.nearw;
-    const std::int64_t gs = std::int64_t(nw) * nw, ss = std::int64_t(nw) * wd, cw = std::int64_t(wd) * wd;
-    buffer<T, Space> S(ctx_, std::size_t(cnt) * ss), X(ctx_, std::size_t(cnt) * ss), C(ctx_, std::size_t(cnt) * cw);
-    std::vector<int> w(cnt), cn;
-    std::vector<std::int64_t> co;
-    std::vector<item_copy> stack, rtr;
-    std::vector<item_gemm> xx, yr, gsw;
-    std::vector<item_trsm> lx, wc;
-    for (int t = t0; t < t1; ++t) {
-      const int i = t - t0;
-      w[i] = nout[t] > 0 ? std::min(s - nin[t], nout[t] + p) : 0;
-      if (w[i] <= 0) continue;
-      for (int e = f.ptr[t]; e < f.ptr[t + 1]; ++e)
-        stack.push_back({rows[f.col[e]], w[i], std::int64_t(f.col[e]) * ld * r.w, i * ss + off[e], ld, nw});
-      lx.push_back({nin[t], w[i], i * gs, i * ss, nw, nw});
-      rtr.push_back({w[i], w[i], 0, i * cw, r.w, wd});
-      xx.push_back({w[i], w[i], nin[t], i * ss, i * ss, i * cw, nw, nw, wd});
-      cn.push_back(w[i]), co.push_back(i * cw);
-      yr.push_back({nout[t], w[i], s, y.at[t], 0, d.basis_at(t), y.ld, s, ld});
-      gsw.push_back({nout[t], w[i], nin[t], d.row_block(t), i * ss, d.basis_at(t), ld, nw, ld});
-      wc.push_back({nout[t], w[i], i * cw, d.basis_at(t), wd, ld});
-    }
-    copy_items(ctx_, r.rows.data(), S.data(), stack);  // Omega_N R, and a copy of it that L^{-1} overwrites
-    copy_items(ctx_, r.rows.data(), X.data(), stack);
-    trsm_items(ctx_, side::left, uplo::lower, op::none, diag::non_unit, T(1), a.data(), X.data(), lx);
-    copy_items(ctx_, r.unit.data(), C.data(), rtr);
-    gemm_items(ctx_, op::transpose, op::none, T(-1), X.data(), X.data(), T(1), C.data(), xx);  // P'^T P'
-    const int bad = potrf_items(ctx_, C.data(), co, cn, wd);
-    if (bad >= 0)
-      throw numerical_failure("h2expr: hara: level " + std::to_string(l) + ": the test columns of a node's far field (" +
-                              std::to_string(cn[bad]) + ") are numerically dependent");
-    gemm_items(ctx_, op::none, op::none, T(1), y.base, r.r.data(), T(0), basis.data(), yr);   // Y R
-    gemm_items(ctx_, op::none, op::none, T(-1), g.data(), S.data(), T(1), basis.data(), gsw);  // - G Omega_N R
-    trsm_items(ctx_, side::right, uplo::lower, op::transpose, diag::non_unit, T(1), C.data(), basis.data(), wc);
-
-    // Left singular vectors of W1 (nout x (w - p)) in place.
-    std::vector<int> sm, sn, sld;
-    std::vector<std::int64_t> so, sv;
-    buffer<T, Space> sigma(ctx_, std::size_t(cnt) * ld);
-    for (int t = t0; t < t1; ++t)
-      if (w[t - t0] > p)
-        sm.push_back(nout[t]), sn.push_back(w[t - t0] - p), sld.push_back(ld), so.push_back(d.basis_at(t)),
-            sv.push_back(std::int64_t(t - t0) * ld);
-    if (!so.empty()) {
-      const int k = int(so.size());
-      buffer<int, Space> sz(ctx_, concatenate<int>({sm, sn, sld}));
-      auto pa = pointers(ctx_, basis.data(), so), pss = pointers(ctx_, sigma.data(), sv);
-      svd_vbatched(*ctx_, sz.data(), sz.data() + k, pa.data(), sz.data() + 2 * k, pss.data(), (T* const*)nullptr,
-                   (const int*)nullptr, k, *std::max_element(sm.begin(), sm.end()),
-                   *std::max_element(sn.begin(), sn.end()));
-      ctx_->synchronize();
-    }
-    // C = U^T W2 (u x p, ld ld), then W2 := W2 - U C and its Gram matrix (p x p, ld p): the error of
-    // every truncation k <= u is a sum of squares, ||W2 - U C||^2 + sum_{i > k} ||C(i, :)||^2, with no
-    // difference of large numbers (in float that difference alone would exceed the budget).
-    const int cs = ld + p;
-    buffer<T, Space> c(ctx_, std::size_t(cnt) * cs * p);
-    fill(*ctx_, c.data(), c.size(), T(0));
-    std::vector<item_gemm> uw, rw, ww;
-    for (int t = t0; t < t1; ++t) {
-      const int i = t - t0;
-      if (w[i] <= p) continue;
-      const int u = std::min(nout[t], w[i] - p);
-      const std::int64_t w2 = d.basis_at(t) + std::int64_t(w[i] - p) * ld, ct = std::int64_t(i) * cs * p;
-      uw.push_back({u, p, nout[t], d.basis_at(t), w2, ct, ld, ld, ld});
-      rw.push_back({nout[t], p, u, d.basis_at(t), ct, w2, ld, ld, ld});
-      ww.push_back({p, p, nout[t], w2, w2, ct + std::int64_t(ld) * p, ld, ld, p});
-    }
-    gemm_items(ctx_, op::transpose, op::none, T(1), basis.data(), basis.data(), T(0), c.data(), uw);
-    gemm_items(ctx_, op::none, op::none, T(-1), basis.data(), c.data(), T(1), basis.data(), rw);
-    gemm_items(ctx_, op::transpose, op::none, T(1), basis.data(), basis.data(), T(0), c.data(), ww);
-    const auto ch = c.to_host();
-    // check[t * (ld + 1) + k]: the held-out estimate of ||(I - U_k U_k^T) M(t, far)||_F^2, k = 0..ld.
-    for (int t = t0; t < t1; ++t) {
-      const int i = t - t0;
-      if (w[i] <= p) continue;
-      const T* ct = ch.data() + std::size_t(i) * cs * p;
-      double rest = 0;
-      for (int j = 0; j < p; ++j) rest += double(ct[std::size_t(ld) * p + j * p + j]);
-      const int u = std::min(nout[t], w[i] - p);
-      double* e = check.data() + std::size_t(t) * (ld + 1);
-      for (int k = ld; k >= 0; --k) {
-        e[k] = rest / p;
-        if (k >= 1 && k <= u)
-          for (int j = 0; j < p; ++j) rest += double(ct[std::size_t(j) * ld + k - 1]) * double(ct[std::size_t(j) * ld + k - 1]);
-      }
-    }
-  }
-
-  // Node ranks: the smallest k whose held-out error fits the node's share of the budget, less what
-  // the same tail leaks through Omega_N^+ into D (E ||Omega_N^+||_F^2 = n_in / (s - n_in - 1)). Returns
-  // the sample count the level needs when some node found no such k (0 when none).
+  // Node ranks (node_ranks) within level l's share of half the construction's budget.
   int ranks(int l, const std::vector<double>& check, const std::vector<int>& nin, const std::vector<int>& nout,
             std::vector<int>& k) {
-    const int nodes = int(nin.size()), ld = lv_[l].ld, p = p_.converge_samples;
     int live = 0;
-    for (int t = 0; t < nodes; ++t) live += nout[t] > 0;
-    // Level l's share halves from each level to the next one down: what a node's truncation discards
-    // reappears in its parent's samples as noise (columns of Omega that V^T does not see), and a
-    // parent with no more share than that noise chases it with rank (equal shares doubled the top
-    // ranks; quarters sampled more, with no fewer ranks).
-    const double e = 0.5 * p_.tol * norm_, rho = 0.5;
-    const double shares = (1 - std::pow(rho, L_)) / (1 - rho);
-    const double allowed = e * e / 2 * std::pow(rho, l - 1) / shares / std::max(live, 1);
-    k.assign(nodes, 0);
-    int need = 0;
-    for (int t = 0; t < nodes; ++t) {
-      if (nout[t] == 0) continue;
-      const int w = std::min(s_ - nin[t], nout[t] + p), usable = std::min(nout[t], w - p);
-      const double budget = allowed / (1 + double(nin[t]) / std::max(s_ - nin[t] - 1, 1));
-      const double* err = check.data() + std::size_t(t) * (ld + 1);
-      int keep = 0;
-      while (keep < usable && err[keep] > budget) ++keep;
-      if (err[keep] > budget && keep < nout[t]) {  // the samples cannot show a basis good enough
-        need = std::max(need, s_ + p_.block_size);
-        continue;
-      }
-      if (keep > cap_)
-        throw rank_cap_reached("h2expr: hara: level " + std::to_string(l) + ": node " + std::to_string(t) +
-                               " needs rank " + std::to_string(keep) + " > max_rank " + std::to_string(cap_) +
-                               " for tol = " + std::to_string(p_.tol) + "; raise hara_options::max_rank");
-      k[t] = keep;
-    }
-    return need;
+    for (int t = 0; t < int(nin.size()); ++t) live += nout[t] > 0;
+    const double share = level_share(0.5 * p_.tol * norm_, l, L_, live);
+    return node_ranks(l, s_, lv_[l].ld, p_.converge_samples, p_.block_size, check, nin, nout, share, cap_, p_.tol, 0, k);
   }
 
   // Level l's bases and near blocks D; the compressed samples of level l - 1. Returns what ranks()
