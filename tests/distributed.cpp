@@ -428,6 +428,67 @@ TYPED_TEST(distributed_test, hara_matches_one_process) {
   if (!quick()) expect_hara_matches<T, 3>(kernels::exponential{0.3}, 1000, {.leaf_size = 24, .cheb_points = 3}, tols, "3D exponential", 52);
 }
 
+// hara(A * B) of a non-symmetric operator (samples of M and M^T, two bases) on the ranks against one
+// process's and against A * B; then the result's two bases orthogonalized and compressed on the ranks
+// against one process's.
+template <class T, int D>
+void expect_general_hara_matches(int n, const build_options& bo, double eps, const char* what, std::uint64_t salt) {
+  const std::uint64_t seed = shared_seed(salt);
+  const auto points = random_points<T, D>(n, seed);
+  const auto A = dist_matrix<T>::from_kernel(MPI_COMM_WORLD, points, kernels::exponential{0.2}, bo);
+  const auto B = dist_matrix<T>::from_kernel(MPI_COMM_WORLD, points, skewed_kernel(0.3), bo);
+  const auto SA = h2_matrix<T, host>::from_kernel(points, kernels::exponential{0.2}, bo);
+  const auto SB = h2_matrix<T, host>::from_kernel(points, skewed_kernel(0.3), bo);
+  const auto idx = A.local_indices();
+  const dense<T> X = random_block<T>(n, 2, seed + 1);
+  const matrix<T, host> Xl(rows_of(X, idx)), Xg(X);
+  hara_report rep, reps;
+  auto P = hara(A * B, eps, {.seed = seed, .report = &rep});
+  auto Ps = hara(SA * SB, eps, {.seed = seed, .report = &reps});
+  EXPECT_FALSE(P.symmetric()) << what;
+  EXPECT_EQ(rep.samples, reps.samples) << what << ": samples of M and M^T, as one process draws";
+  const double e = relative_error(P, A * B, 10, seed + 2);
+  EXPECT_LT(e, 2 * eps) << what;
+  // Products with P and P^T against one process's hara (the same samples and construction: one round
+  // of samples gives the same matrix to rounding, more rounds within the tolerance).
+  auto apart = [&](const auto& Pd, const auto& Pl) {
+    const double y = global_error(to_dense(Pd * Xl), rows_of(to_dense(detail::multiply(Pl, detail::op::none, Xg)), idx));
+    const double z = global_error(to_dense(transpose(Pd) * Xl), rows_of(to_dense(detail::multiply(Pl, detail::op::transpose, Xg)), idx));
+    return std::max(y, z);
+  };
+  const double first = apart(P, Ps);
+  EXPECT_LT(first, 2 * eps) << what;
+  EXPECT_EQ(P.basis_ranks(), Ps.ranks()) << what << ": ranks";
+  // Two bases, orthogonalized on the ranks: the operator unchanged.
+  const dense<T> Y = to_dense(P * Xl), Z = to_dense(transpose(P) * Xl);
+  orthogonalize(P);
+  EXPECT_LT(global_error(to_dense(P * Xl), Y), tol<T>(1000)) << what << ": orthogonalize moved P";
+  EXPECT_LT(global_error(to_dense(transpose(P) * Xl), Z), tol<T>(1000)) << what << ": orthogonalize moved P^T";
+  // ... and compressed: each basis by its own side's weights, as one process does.
+  const double coarse = 5 * eps;
+  const auto ra = compress(P, coarse, {.estimate_error = true});
+  const auto rs = compress(Ps, coarse, {.estimate_error = true});
+  ASSERT_TRUE(ra.error_estimate && rs.error_estimate);
+  EXPECT_LT(*ra.error_estimate, coarse) << what;
+  EXPECT_LE(ra.memory_after, ra.memory_before) << what;
+  const double after = apart(P, Ps);
+  EXPECT_LT(after, std::max(2 * first, coarse)) << what << ": compressed, against one process's";
+  if (world_rank() == 0) {
+    std::printf("hara(A B) %.0e, %s, %d ranks: error %.2e, %d samples, one process's %.1e apart; ranks", eps, what, world_size(),
+                e, rep.samples, first);
+    for (int v : P.basis_ranks()) std::printf(" %d", v);
+    std::printf("; compress %.0e: error %.2e (one process %.2e), apart %.1e\n", coarse, *ra.error_estimate, *rs.error_estimate,
+                after);
+  }
+}
+
+TYPED_TEST(distributed_test, general_hara_matches_one_process) {
+  using T = TypeParam;
+  const double eps = std::is_same_v<T, float> ? 1e-2 : 1e-3;
+  expect_general_hara_matches<T, 2>(quick() ? 1200 : 2000, {.leaf_size = 32}, eps, "2D exponential x skewed", 54);
+  if (!quick()) expect_general_hara_matches<T, 3>(1000, {.leaf_size = 24, .cheb_points = 3}, eps, "3D exponential x skewed", 55);
+}
+
 TYPED_TEST(distributed_test, hara_rejects_what_it_cannot_build) {
   using T = TypeParam;
   const auto points = random_points<T, 2>(600, shared_seed(53));
@@ -435,7 +496,8 @@ TYPED_TEST(distributed_test, hara_rejects_what_it_cannot_build) {
   const auto B = dist_matrix<T>::from_kernel(MPI_COMM_WORLD, points, skewed_kernel(0.3), {.leaf_size = 16});
   EXPECT_THROW(hara(A * A, 0.0), invalid_tolerance);
   EXPECT_THROW(hara(A * A, 1e-3, {.block_size = 0}), invalid_argument);
-  EXPECT_THROW(hara(A * B, 1e-3), invalid_argument);  // not symmetric: not built on the ranks yet
+  EXPECT_THROW(hara(A * B, 1e-3, {.converge_samples = 0}), invalid_argument);
+  EXPECT_THROW(hara(A * B, 1e-3, {.max_rank = -1}), invalid_argument);
   if (world_size() > 1) EXPECT_THROW(hara(A * A, world_rank() == 0 ? 1e-3 : 1e-4), ranks_disagree);
 }
 

@@ -124,12 +124,12 @@ buffer<T, Space> transposed_nodes(const context_ptr<Space>& ctx, const T* P, std
 // out whole: compress builds the new ones beside the old, and the error estimate runs the old ones again.
 template <class T, class Space>
 struct low_rank_parts {
-  std::shared_ptr<basis_share<T, Space>> basis;
+  std::shared_ptr<basis_share<T, Space>> basis, col_basis;  // col_basis: the same object when shared
   std::vector<int> rank, unit;
   std::vector<buffer<T, Space>> top_coupling, blocks;  // blocks: slots c..L
   void swap_with(distributed_data<T, Space>& A) {
     std::swap(basis, A.row_basis);
-    A.col_basis = A.row_basis;
+    std::swap(col_basis, A.col_basis);
     std::swap(rank, A.rank);
     for (std::size_t s = 0; s < blocks.size(); ++s) std::swap(unit[s], A.unit[s]), std::swap(blocks[s], A.blocks[s]);
     std::swap(top_coupling, A.top_coupling);
@@ -160,16 +160,20 @@ low_rank_parts<T, Space> distributed_recompress(distributed_data<T, Space>& A, c
     if constexpr (requires { choose.threshold(0); }) return choose.threshold(l);
     else return (void)l, 0.0;
   };
-  const bool both = !A.symmetric;  // the shared basis of a non-symmetric matrix carries its columns' blocks too
+  // Two bases (U for the rows, V for the columns) are weighed and truncated each on its own side: U by
+  // its rows' blocks, V by its columns'. A shared basis of a non-symmetric matrix carries both.
+  const bool two = A.row_basis != A.col_basis, both = !A.symmetric && !two;
+  const int sides = two ? 2 : 1;
   const std::vector<int> k = A.rank;
-  const basis_share<T, Space>& B = *A.row_basis;
+  const basis_share<T, Space>* B[2] = {A.row_basis.get(), A.col_basis.get()};
   const auto& blocks = A.structure.blocks();
-  auto shift_of = [&](int l) {  // the single process's choice, from the whole level's tallest stack
+  auto shift_of = [&](int l, int side) {  // the single process's choice, from the whole level's tallest stack
     const auto& lv = blocks.coupling[l];
     int tallest = 0;
-    for (int t = 0; t < lv.level_size(); ++t)
-      tallest = std::max(tallest, (l > 0 ? k[l - 1] : 0) + ((lv.row_ptr[t + 1] - lv.row_ptr[t]) +
-                                                            (both ? lv.col_ptr[t + 1] - lv.col_ptr[t] : 0)) * k[l]);
+    for (int t = 0; t < lv.level_size(); ++t) {
+      const int rows = lv.row_ptr[t + 1] - lv.row_ptr[t], cols = lv.col_ptr[t + 1] - lv.col_ptr[t];
+      tallest = std::max(tallest, (l > 0 ? k[l - 1] : 0) + (side == 1 ? cols : rows + (both ? cols : 0)) * k[l]);
+    }
     return gram.template shift<T>(tallest, k[l]);
   };
 
@@ -177,7 +181,7 @@ low_rank_parts<T, Space> distributed_recompress(distributed_data<T, Space>& A, c
   // neighbour, every level's one after the other, in the order of the blocks' global indices on both sides.
   std::vector<buffer<T, Space>> col_received(static_cast<std::size_t>(S - 1));
   std::vector<std::vector<std::pair<int, std::int64_t>>> col_index(static_cast<std::size_t>(S - 1));  // (global block, position)
-  if (both) {
+  if (both || two) {
     std::vector<message<T, Space>> sends, receives;
     pending messages;
     std::vector<std::vector<int>> expected(A.peers.size());  // per peer, per slot: the global blocks it sends
@@ -247,105 +251,118 @@ low_rank_parts<T, Space> distributed_recompress(distributed_data<T, Space>& A, c
     comm.agree("distributed compress", {}, arrived);
   }
 
-  // Weights and truncation: the top on every rank, then the own subtrees. Node ranks kept: top levels
-  // whole, own levels this rank's.
-  std::vector<buffer<T, Space>> Ptop(static_cast<std::size_t>(c)), P(static_cast<std::size_t>(L + 1));
-  std::vector<std::vector<int>> kept(static_cast<std::size_t>(L + 1));
-  std::vector<std::vector<T>> sigma(static_cast<std::size_t>(L + 1));
+  // Weights and truncation, per side: the top on every rank, then the own subtrees. Node ranks kept:
+  // top levels whole, own levels this rank's.
+  std::vector<buffer<T, Space>> Ptop[2], P[2];
+  std::vector<std::vector<int>> kept[2];
+  std::vector<std::vector<T>> sigma[2];
+  for (int b = 0; b < 2; ++b)
+    Ptop[b].resize(static_cast<std::size_t>(c)), P[b].resize(static_cast<std::size_t>(L + 1)),
+        kept[b].resize(static_cast<std::size_t>(L + 1)), sigma[b].resize(static_cast<std::size_t>(L + 1));
   std::vector<std::int64_t> r_max(static_cast<std::size_t>(L + 1), 0);
+  const bool with_rows[2] = {true, false}, with_cols[2] = {both, true};
   const rank_failure weighed = rank_failure::of([&] {
-    std::vector<buffer<T, Space>> Rtop(static_cast<std::size_t>(c)), R(static_cast<std::size_t>(L + 1));
-    for (int l = 0; l < c; ++l) {
-      const auto& lv = blocks.coupling[l];
-      std::vector<weight_stack> nodes(static_cast<std::size_t>(1) << l);
-      for (int t = 0; t < (1 << l); ++t) {
-        auto& n = nodes[t];
-        if (l > 0) n.parent = std::int64_t(t / 2) * k[l - 1] * k[l - 1], n.transfer = std::int64_t(t / 2) * 2 * k[l] * k[l - 1] + (t & 1) * k[l];
-        for (int e = lv.row_ptr[t]; e < lv.row_ptr[t + 1]; ++e) n.row.emplace_back(0, std::int64_t(e) * k[l] * k[l]);
-        if (both)
-          for (int e = lv.col_ptr[t]; e < lv.col_ptr[t + 1]; ++e) n.col.emplace_back(0, std::int64_t(lv.block_of[e]) * k[l] * k[l]);
-      }
-      const T* sources[2] = {A.top_coupling[l].data(), nullptr};
-      Rtop[l] = stack_weights<T, Space>(ctx, k[l], l > 0 ? k[l - 1] : 0, nodes, l > 0 ? Rtop[l - 1].data() : nullptr,
-                                        B.transfers[l].data(), sources, shift_of(l));
-      Ptop[l] = node_svd(ctx, Rtop[l], 1 << l, k[l], resolve(l), sigma[l]);
-    }
-    for (int s = 0; s + 1 < S; ++s) {
-      const int l = c + s, n_own = D.count(l), b0 = D.begin(l);
-      const std::int64_t kk = std::int64_t(k[l]) * k[l];
-      const auto& lv = blocks.coupling[l];
-      const auto& sp = A.split_host[s];
-      std::vector<weight_stack> nodes(static_cast<std::size_t>(n_own));
-      for (int t = 0; t < n_own; ++t) {
-        auto& n = nodes[t];
-        const int g = b0 + t;
-        if (l > 0) {
-          const int kp = k[l - 1];
-          // The parent: in the top (l = c; every parent, by its global index) or this rank's (l > c,
-          // whose own nodes start at an even index).
-          const int parent = l == c ? g / 2 : t / 2;
-          n.parent = std::int64_t(parent) * kp * kp, n.transfer = std::int64_t(parent) * 2 * k[l] * kp + (g & 1) * k[l];
+    for (int b = 0; b < sides; ++b) {
+      std::vector<buffer<T, Space>> Rtop(static_cast<std::size_t>(c)), R(static_cast<std::size_t>(L + 1));
+      for (int l = 0; l < c; ++l) {
+        const auto& lv = blocks.coupling[l];
+        std::vector<weight_stack> nodes(static_cast<std::size_t>(1) << l);
+        for (int t = 0; t < (1 << l); ++t) {
+          auto& n = nodes[t];
+          if (l > 0) n.parent = std::int64_t(t / 2) * k[l - 1] * k[l - 1], n.transfer = std::int64_t(t / 2) * 2 * k[l] * k[l - 1] + (t & 1) * k[l];
+          if (with_rows[b])
+            for (int e = lv.row_ptr[t]; e < lv.row_ptr[t + 1]; ++e) n.row.emplace_back(0, std::int64_t(e) * k[l] * k[l]);
+          if (with_cols[b])
+            for (int e = lv.col_ptr[t]; e < lv.col_ptr[t + 1]; ++e) n.col.emplace_back(0, std::int64_t(lv.block_of[e]) * k[l] * k[l]);
         }
-        // The blocks of row t in their global order: the diagonal and off-diagonal parts merged.
-        std::vector<std::pair<int, std::int64_t>> row;
-        for (int b = sp.diag.row_ptr[t]; b < sp.diag.row_ptr[t + 1]; ++b) row.emplace_back(sp.diag_global[b], b);
-        for (int b = sp.off.row_ptr[t]; b < sp.off.row_ptr[t + 1]; ++b) row.emplace_back(sp.off_global[b], sp.diag.blocks() + b);
-        std::sort(row.begin(), row.end());
-        for (const auto& [global, at] : row) n.row.emplace_back(0, at * kk);
-        if (both)
-          for (int e = lv.col_ptr[g]; e < lv.col_ptr[g + 1]; ++e) {
-            const int b = lv.block_of[e];
-            if (D.owns(l, lv.row_of[e])) {
-              const auto it = std::lower_bound(sp.diag_global.begin(), sp.diag_global.end(), b);
-              n.col.emplace_back(0, std::int64_t(it - sp.diag_global.begin()) * kk);
-            } else {
-              const auto it = std::lower_bound(col_index[s].begin(), col_index[s].end(), std::pair<int, std::int64_t>(b, 0));
-              require(it != col_index[s].end() && it->first == b, "distributed compress: a column block did not arrive");
-              n.col.emplace_back(1, it->second * kk);
-            }
-          }
+        const T* sources[2] = {A.top_coupling[l].data(), nullptr};
+        Rtop[l] = stack_weights<T, Space>(ctx, k[l], l > 0 ? k[l - 1] : 0, nodes, l > 0 ? Rtop[l - 1].data() : nullptr,
+                                          B[b]->transfers[l].data(), sources, shift_of(l, b));
+        Ptop[b][l] = node_svd(ctx, Rtop[l], 1 << l, k[l], resolve(l), sigma[b][l]);
       }
-      const T* sources[2] = {A.blocks[s].data(), col_received[s].data()};
-      const T* Rp = l == 0 ? nullptr : l == c ? Rtop[l - 1].data() : R[l - 1].data();
-      R[l] = stack_weights<T, Space>(ctx, k[l], l > 0 ? k[l - 1] : 0, nodes, Rp, B.transfers[l].data(), sources, shift_of(l));
-      P[l] = node_svd(ctx, R[l], n_own, k[l], resolve(l), sigma[l]);
+      for (int s = 0; s + 1 < S; ++s) {
+        const int l = c + s, n_own = D.count(l), b0 = D.begin(l);
+        const std::int64_t kk = std::int64_t(k[l]) * k[l];
+        const auto& lv = blocks.coupling[l];
+        const auto& sp = A.split_host[s];
+        std::vector<weight_stack> nodes(static_cast<std::size_t>(n_own));
+        for (int t = 0; t < n_own; ++t) {
+          auto& n = nodes[t];
+          const int g = b0 + t;
+          if (l > 0) {
+            const int kp = k[l - 1];
+            // The parent: in the top (l = c; every parent, by its global index) or this rank's (l > c,
+            // whose own nodes start at an even index).
+            const int parent = l == c ? g / 2 : t / 2;
+            n.parent = std::int64_t(parent) * kp * kp, n.transfer = std::int64_t(parent) * 2 * k[l] * kp + (g & 1) * k[l];
+          }
+          if (with_rows[b]) {  // the blocks of row t in their global order: the diagonal and off-diagonal parts merged
+            std::vector<std::pair<int, std::int64_t>> row;
+            for (int e = sp.diag.row_ptr[t]; e < sp.diag.row_ptr[t + 1]; ++e) row.emplace_back(sp.diag_global[e], e);
+            for (int e = sp.off.row_ptr[t]; e < sp.off.row_ptr[t + 1]; ++e) row.emplace_back(sp.off_global[e], sp.diag.blocks() + e);
+            std::sort(row.begin(), row.end());
+            for (const auto& [global, at] : row) n.row.emplace_back(0, at * kk);
+          }
+          if (with_cols[b])
+            for (int e = lv.col_ptr[g]; e < lv.col_ptr[g + 1]; ++e) {
+              const int blk = lv.block_of[e];
+              if (D.owns(l, lv.row_of[e])) {
+                const auto it = std::lower_bound(sp.diag_global.begin(), sp.diag_global.end(), blk);
+                n.col.emplace_back(0, std::int64_t(it - sp.diag_global.begin()) * kk);
+              } else {
+                const auto it = std::lower_bound(col_index[s].begin(), col_index[s].end(), std::pair<int, std::int64_t>(blk, 0));
+                require(it != col_index[s].end() && it->first == blk, "distributed compress: a column block did not arrive");
+                n.col.emplace_back(1, it->second * kk);
+              }
+            }
+        }
+        const T* sources[2] = {A.blocks[s].data(), col_received[s].data()};
+        const T* Rp = l == 0 ? nullptr : l == c ? Rtop[l - 1].data() : R[l - 1].data();
+        R[l] = stack_weights<T, Space>(ctx, k[l], l > 0 ? k[l - 1] : 0, nodes, Rp, B[b]->transfers[l].data(), sources, shift_of(l, b));
+        P[b][l] = node_svd(ctx, R[l], n_own, k[l], resolve(l), sigma[b][l]);
+      }
     }
   });
   comm.agree("distributed compress", {}, weighed);
   // Node ranks: a level's squared singular values summed over every rank (for choosers that weigh a
-  // level's nodes against each other), then each rank's; the level's rank is its largest node's.
-  std::vector<double> total(static_cast<std::size_t>(L + 1), 0.0);
-  for (int l = c; l <= L; ++l)
-    for (T v : sigma[l]) total[l] += double(v) * double(v);
-  comm.sum_in_rank_order(total.data(), int(total.size()));
-  for (int l = 0; l < c; ++l)
-    for (T v : sigma[l]) total[l] += double(v) * double(v);
-  for (int l = 0; l <= L; ++l) {
-    const int nodes = l < c ? 1 << l : D.count(l);
-    kept[l] = k[l] > 0 ? choose_ranks(choose, l, sigma[l], k[l], total[l]) : std::vector<int>(static_cast<std::size_t>(nodes), 0);
-    buffer<T, Space>& Pl = l < c ? Ptop[l] : P[l];
-    if (k[l] > 0 && nodes > 0) zero_trailing_columns<T, Space>(ctx, Pl.data(), std::int64_t(k[l]) * k[l], k[l], k[l], k[l], kept[l]);
-    for (int v : kept[l]) r_max[l] = std::max<std::int64_t>(r_max[l], v);
+  // level's nodes against each other), then each rank's; the level's rank is its largest node's (of
+  // either basis).
+  for (int b = 0; b < sides; ++b) {
+    std::vector<double> total(static_cast<std::size_t>(L + 1), 0.0);
+    for (int l = c; l <= L; ++l)
+      for (T v : sigma[b][l]) total[l] += double(v) * double(v);
+    comm.sum_in_rank_order(total.data(), int(total.size()));
+    for (int l = 0; l < c; ++l)
+      for (T v : sigma[b][l]) total[l] += double(v) * double(v);
+    for (int l = 0; l <= L; ++l) {
+      const int nodes = l < c ? 1 << l : D.count(l);
+      kept[b][l] = k[l] > 0 ? choose_ranks(choose, l, sigma[b][l], k[l], total[l]) : std::vector<int>(static_cast<std::size_t>(nodes), 0);
+      buffer<T, Space>& Pl = l < c ? Ptop[b][l] : P[b][l];
+      if (k[l] > 0 && nodes > 0) zero_trailing_columns<T, Space>(ctx, Pl.data(), std::int64_t(k[l]) * k[l], k[l], k[l], k[l], kept[b][l]);
+      for (int v : kept[b][l]) r_max[l] = std::max<std::int64_t>(r_max[l], v);
+    }
   }
   lap(&compress_report::seconds_weights);
   comm.max(r_max);  // a level's rank: its largest node's, over every rank
   std::vector<int> r(r_max.begin(), r_max.end());
 
-  // The truncation bases others need: the ghosts' (one message per neighbour) and the C-level's (allgather).
+  // The truncation bases others need: the ghosts' of the column side (one message per neighbour) and
+  // the C-level's of every side (allgather).
+  const int cb = sides - 1;  // the side whose bases the columns of a block row use
   low_rank_parts<T, Space> next;
   std::vector<buffer<T, Space>> Pg(static_cast<std::size_t>(S - 1));  // per own level: own nodes', then ghosts'
   std::vector<message<T, Space>> sends, receives;
   pending messages;
   const std::int64_t kkc = std::int64_t(k[c]) * k[c];
   std::vector<int> counts(static_cast<std::size_t>(D.ranks));
-  message<T, Space> mine(ctx, 0), all(ctx, 0);
+  std::vector<message<T, Space>> mine, all;
   const rank_failure packed = rank_failure::of([&] {
     for (int s = 0; s + 1 < S; ++s) {
       const int l = c + s;
       const std::int64_t kk = std::int64_t(k[l]) * k[l];
       Pg[s] = buffer<T, Space>(ctx, std::size_t(D.count(l) + A.splits[s].ghosts) * kk);
       require(Pg[s].size() <= std::size_t(INT32_MAX), "distributed compress: a rank's bases of one level pass 2^31 - 1 values");
-      if (D.count(l) > 0) copy(*ctx, P[l].data(), Pg[s].data(), std::size_t(D.count(l) * kk));
+      if (D.count(l) > 0) copy(*ctx, P[cb][l].data(), Pg[s].data(), std::size_t(D.count(l) * kk));
     }
     for (const auto& p : A.peers) {
       std::vector<int> rows;
@@ -363,7 +380,7 @@ low_rank_parts<T, Space> distributed_recompress(distributed_data<T, Space>& A, c
       std::int64_t at = 0;
       for (int s = 0; s + 1 < S; ++s) {
         const std::int64_t kk = std::int64_t(k[c + s]) * k[c + s], n = std::int64_t(p.send[s].size()) * kk;
-        if (n > 0) gather_rows(*ctx, map.data() + at, n, P[c + s].data(), std::max<std::int64_t>(std::int64_t(P[c + s].size()), 1),
+        if (n > 0) gather_rows(*ctx, map.data() + at, n, P[cb][c + s].data(), std::max<std::int64_t>(std::int64_t(P[cb][c + s].size()), 1),
                                sends.back().data() + at, n, 1);
         at += n;
       }
@@ -372,10 +389,12 @@ low_rank_parts<T, Space> distributed_recompress(distributed_data<T, Space>& A, c
     if (c > 0) {
       require((std::int64_t(1) << c) * kkc <= INT_MAX, "distributed compress: the C-level bases pass 2^31 - 1 values");
       for (int q = 0; q < D.ranks; ++q) counts[q] = int((D.first[q + 1] - D.first[q]) * kkc);
-      mine = message<T, Space>(ctx, std::size_t(counts[D.rank]));
-      all = message<T, Space>(ctx, (std::size_t(1) << c) * kkc);
-      if (mine.size()) copy(*ctx, P[c].data(), mine.data(), mine.size());
-      mine.before_send();
+      for (int b = 0; b < sides; ++b) {
+        mine.emplace_back(ctx, std::size_t(counts[D.rank]));
+        all.emplace_back(ctx, (std::size_t(1) << c) * kkc);
+        if (mine[b].size()) copy(*ctx, P[b][c].data(), mine[b].data(), mine[b].size());
+        mine[b].before_send();
+      }
     }
   });
   comm.agree("distributed compress", {}, packed);
@@ -386,43 +405,48 @@ low_rank_parts<T, Space> distributed_recompress(distributed_data<T, Space>& A, c
       rep.bytes_sent += std::int64_t(sends[i].size() * sizeof(T)), ++rep.messages_sent;
     }
   }
-  if (c > 0) comm.allgather(mine.mpi(), counts, all.mpi()), rep.allgather_bytes += std::int64_t(mine.size() * sizeof(T));
+  if (c > 0)
+    for (int b = 0; b < sides; ++b)
+      comm.allgather(mine[b].mpi(), counts, all[b].mpi()), rep.allgather_bytes += std::int64_t(mine[b].size() * sizeof(T));
 
   const rank_failure built = rank_failure::of([&] {
-    buffer<T, Space> Pc;  // every C-level node's
-    if (c > 0) {
-      all.after_receive();
-      Pc = buffer<T, Space>(ctx, all.size());
-      copy(*ctx, all.data(), Pc.data(), all.size());
-    }
     // New bases: leaves U_t P_t (own), transfers P_c^T E_c P_p (own parents below c, all above).
-    auto basis = std::make_shared<basis_share<T, Space>>();
     const int m = A.m_max;
-    basis->leaves = buffer<T, Space>(ctx, std::size_t(D.count(L)) * m * r[L]);
-    if (r[L] > 0 && D.count(L) > 0)
-      gemm_strided_batched(*ctx, op::none, op::none, m, r[L], k[L], T(1), B.leaves.data(), m, std::int64_t(m) * k[L],
-                           P[L].data(), k[L], std::int64_t(k[L]) * k[L], T(0), basis->leaves.data(), m, std::int64_t(m) * r[L],
-                           D.count(L));
-    basis->transfers.resize(L + 1);
-    for (int l = 1; l <= L; ++l) {
-      const int kc = k[l], kp = k[l - 1], rc = r[l], rp = r[l - 1];
-      const int parents = l > c ? D.count(l - 1) : 1 << (l - 1);
-      const T* Pchild = l > c ? P[l].data() : l == c ? Pc.data() : Ptop[l].data();
-      const T* Pparent = l - 1 >= c ? P[l - 1].data() : Ptop[l - 1].data();
-      basis->transfers[l] = buffer<T, Space>(ctx, std::size_t(parents) * 2 * rc * rp);
-      if (rc == 0 || rp == 0 || parents == 0) continue;
-      buffer<T, Space> tmp(ctx, std::size_t(parents) * 2 * kc * rp);
-      for (int h = 0; h < 2; ++h) {
-        gemm_strided_batched(*ctx, op::none, op::none, kc, rp, kp, T(1), B.transfers[l].data() + h * kc, 2 * kc,
-                             std::int64_t(2) * kc * kp, Pparent, kp, std::int64_t(kp) * kp, T(0), tmp.data() + h * kc, 2 * kc,
-                             std::int64_t(2) * kc * rp, parents);
-        gemm_strided_batched(*ctx, op::transpose, op::none, rc, rp, kc, T(1), Pchild + std::int64_t(h) * kc * kc, kc,
-                             std::int64_t(2) * kc * kc, tmp.data() + h * kc, 2 * kc, std::int64_t(2) * kc * rp, T(0),
-                             basis->transfers[l].data() + h * rc, 2 * rc, std::int64_t(2) * rc * rp, parents);
+    for (int b = 0; b < sides; ++b) {
+      buffer<T, Space> Pc;  // every C-level node's
+      if (c > 0) {
+        all[b].after_receive();
+        Pc = buffer<T, Space>(ctx, all[b].size());
+        copy(*ctx, all[b].data(), Pc.data(), all[b].size());
       }
-      ctx->synchronize();  // tmp goes with this scope
+      auto basis = std::make_shared<basis_share<T, Space>>();
+      basis->leaves = buffer<T, Space>(ctx, std::size_t(D.count(L)) * m * r[L]);
+      if (r[L] > 0 && D.count(L) > 0)
+        gemm_strided_batched(*ctx, op::none, op::none, m, r[L], k[L], T(1), B[b]->leaves.data(), m, std::int64_t(m) * k[L],
+                             P[b][L].data(), k[L], std::int64_t(k[L]) * k[L], T(0), basis->leaves.data(), m,
+                             std::int64_t(m) * r[L], D.count(L));
+      basis->transfers.resize(L + 1);
+      for (int l = 1; l <= L; ++l) {
+        const int kc = k[l], kp = k[l - 1], rc = r[l], rp = r[l - 1];
+        const int parents = l > c ? D.count(l - 1) : 1 << (l - 1);
+        const T* Pchild = l > c ? P[b][l].data() : l == c ? Pc.data() : Ptop[b][l].data();
+        const T* Pparent = l - 1 >= c ? P[b][l - 1].data() : Ptop[b][l - 1].data();
+        basis->transfers[l] = buffer<T, Space>(ctx, std::size_t(parents) * 2 * rc * rp);
+        if (rc == 0 || rp == 0 || parents == 0) continue;
+        buffer<T, Space> tmp(ctx, std::size_t(parents) * 2 * kc * rp);
+        for (int h = 0; h < 2; ++h) {
+          gemm_strided_batched(*ctx, op::none, op::none, kc, rp, kp, T(1), B[b]->transfers[l].data() + h * kc, 2 * kc,
+                               std::int64_t(2) * kc * kp, Pparent, kp, std::int64_t(kp) * kp, T(0), tmp.data() + h * kc, 2 * kc,
+                               std::int64_t(2) * kc * rp, parents);
+          gemm_strided_batched(*ctx, op::transpose, op::none, rc, rp, kc, T(1), Pchild + std::int64_t(h) * kc * kc, kc,
+                               std::int64_t(2) * kc * kc, tmp.data() + h * kc, 2 * kc, std::int64_t(2) * kc * rp, T(0),
+                               basis->transfers[l].data() + h * rc, 2 * rc, std::int64_t(2) * rc * rp, parents);
+        }
+        ctx->synchronize();  // tmp goes with this scope
+      }
+      (b == 0 ? next.basis : next.col_basis) = std::move(basis);
     }
-    next.basis = std::move(basis);
+    if (!two) next.col_basis = next.basis;
     lap(&compress_report::seconds_truncation);
 
     // P_t^T S_ts P_s: the top's blocks, then the own block rows (columns: own, then ghosts).
@@ -443,8 +467,9 @@ low_rank_parts<T, Space> distributed_recompress(distributed_data<T, Space>& A, c
       const auto& lv = blocks.coupling[l];
       std::vector<int> rows(static_cast<std::size_t>(lv.blocks()));
       for (int t = 0; t < lv.level_size(); ++t) std::fill(rows.begin() + lv.row_ptr[t], rows.begin() + lv.row_ptr[t + 1], t);
-      const auto Pt = transposed_nodes(ctx, Ptop[l].data(), std::int64_t(1) << l, k[l]);
-      next.top_coupling[l] = project_blocks(ctx, A.top_coupling[l].data(), Pt.data(), Pt.data(), rows, lv.col, k[l], r[l]);
+      const auto Pt = transposed_nodes(ctx, Ptop[0][l].data(), std::int64_t(1) << l, k[l]);
+      const auto Qt = two ? transposed_nodes(ctx, Ptop[1][l].data(), std::int64_t(1) << l, k[l]) : buffer<T, Space>();
+      next.top_coupling[l] = project_blocks(ctx, A.top_coupling[l].data(), Pt.data(), (two ? Qt : Pt).data(), rows, lv.col, k[l], r[l]);
     }
     next.blocks.resize(static_cast<std::size_t>(S - 1));
     next.unit.resize(static_cast<std::size_t>(S - 1));
@@ -456,8 +481,9 @@ low_rank_parts<T, Space> distributed_recompress(distributed_data<T, Space>& A, c
         for (int t = 0; t < n; ++t)
           for (int b = part->row_ptr[t]; b < part->row_ptr[t + 1]; ++b)
             rows.push_back(t), cols.push_back(part == &sp.diag ? part->col[b] : n + part->col[b]);
-      const auto Pt = transposed_nodes(ctx, Pg[s].data(), std::int64_t(n) + A.splits[s].ghosts, k[l]);
-      next.blocks[s] = project_blocks(ctx, A.blocks[s].data(), Pt.data(), Pt.data(), rows, cols, k[l], r[l]);
+      const auto Qt = transposed_nodes(ctx, Pg[s].data(), std::int64_t(n) + A.splits[s].ghosts, k[l]);
+      const auto Pt = two ? transposed_nodes(ctx, P[0][l].data(), std::int64_t(n), k[l]) : buffer<T, Space>();
+      next.blocks[s] = project_blocks(ctx, A.blocks[s].data(), (two ? Pt : Qt).data(), Qt.data(), rows, cols, k[l], r[l]);
       next.unit[s] = r[l];
     }
     next.rank = r;
@@ -474,7 +500,7 @@ low_rank_parts<T, Space> distributed_recompress(distributed_data<T, Space>& A, c
   std::vector<double> sums(static_cast<std::size_t>(L + 1), 0.0);
   for (int l = 0; l <= L; ++l) {
     const bool counted = l >= c || D.rank == 0;
-    for (int v : kept[l]) {
+    for (int v : kept[0][l]) {  // the rows' basis (as one process reports)
       low[l] = std::max<std::int64_t>(low[l], -v);
       if (counted) sums[l] += v;
     }
@@ -500,8 +526,6 @@ compress_report distributed_compress(distributed_data<T, Space>& A, double tol, 
   rank_failure bad;
   if (!(std::isfinite(tol) && tol > 0 && tol < 1))
     bad = {rank_failure::tolerance, "compress: the tolerance must be in (0, 1), got " + std::to_string(tol)};
-  else if (A.row_basis != A.col_basis)
-    bad = {rank_failure::invalid, "compress: a distributed matrix with two bases"};
   comm.agree("distributed compress",
              {{"the tolerance", bits_of(tol)}, {"estimate_error", options.estimate_error}, {"the depth", L}}, bad);
   compress_report rep;
@@ -515,7 +539,7 @@ compress_report distributed_compress(distributed_data<T, Space>& A, double tol, 
   rep.memory_before = A.bytes();
   rep.ranks_before = A.rank;
   rep.norm_estimate = distributed_norm_estimate(A);
-  rep.orthogonalized = !A.row_basis->orthonormal;
+  rep.orthogonalized = !A.row_basis->orthonormal || !A.col_basis->orthonormal;
   if (rep.orthogonalized) {
     const auto traffic = distributed_orthogonalize(A);
     rep.bytes_sent += traffic.bytes_sent, rep.messages_sent += traffic.messages_sent, rep.allgather_bytes += traffic.allgather_bytes;

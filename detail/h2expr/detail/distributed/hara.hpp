@@ -1,18 +1,20 @@
 #pragma once
 // Distributed HARA from one set of samples: the single process's construction
-// (randomized/hara_one_sample_set.hpp) on each rank's share of the target's tree, for symmetric
-// operators. The samples Omega, Y = M Omega are split by rows like the matrix (Y by distributed
-// products; Omega drawn where it is used: an entry is a function of the user's index, so a rank
-// draws its neighbours' leaves' rows itself and every rank sees the single process's Omega). From the
-// leaves up to the C-level each rank builds its own nodes; per level, one message per neighbour in
-// each of three steps brings what its near fields hold of other ranks' nodes:
-//   their ranks and bases and their G blocks of the pairs they share (for D), then their D blocks
-//   (D_ts := (D_ts + D_st^T) / 2), then their compressed samples (the parents' near fields).
+// (randomized/hara_one_sample_set.hpp, its level's projection shared: near_field_projection.hpp) on
+// each rank's share of the target's tree. The samples Omega, Y = M Omega (and for a general operator
+// Psi, Z = M^T Psi) are split by rows like the matrix (Y, Z by distributed products; Omega, Psi drawn
+// where they are used: an entry is a function of the user's index, so a rank draws its neighbours'
+// leaves' rows itself and every rank sees the single process's). From the leaves up to the C-level
+// each rank builds its own nodes; per level, one message per neighbour in each of three steps brings
+// what its near fields hold of other ranks' nodes:
+//   their ranks, column bases V and H blocks of the pairs they share (for D; a symmetric operator's
+//   V = U and H = G), then their D blocks (D_ts := (D_ts + D_st^T) / 2 when symmetric; M^T's
+//   compressed samples read D_st^T), then their compressed samples (the parents' near fields).
 // The C-level's compressed samples are summed over the ranks (each row from one rank: exact), and
 // every rank builds the top, as the products do. Top-down, each rank assembles its own block rows;
-// one recompression (compress's, on the ranks) ends it. Rounds that need more samples start over
-// with the earlier columns kept (the single process keeps finished levels: the two may then differ
-// within the tolerance).
+// one recompression (compress's, on the ranks; two bases for a general operator) ends it. Rounds that
+// need more samples start over with the earlier columns kept (the single process keeps finished
+// levels: the two may then differ within the tolerance).
 #include <h2expr/detail/distributed/compress.hpp>
 #include <h2expr/detail/distributed/expression.hpp>
 #include <h2expr/detail/operations/hara.hpp>
@@ -32,31 +34,6 @@
 
 namespace h2expr::detail {
 
-// keep_frobenius_share (randomized/hara.hpp) with the level's total over every rank.
-struct frobenius_share_over_ranks {
-  double budget2;
-  template <class T>
-  std::vector<int> operator()(int level, const std::vector<T>& sigma, int k, double total) const {
-    const std::size_t nodes = sigma.size() / std::size_t(std::max(k, 1));
-    std::vector<int> r(nodes, 0);
-    if (total == 0) return r;
-    for (std::size_t t = 0; t < nodes; ++t) {
-      double z2 = 0;
-      for (int i = 0; i < k; ++i) z2 += double(sigma[t * k + i]) * double(sigma[t * k + i]);
-      const double allowed = budget2 / std::max(level, 1) * z2 / total;
-      double tail = 0;
-      int keep = k;
-      while (keep > 0) {
-        const double s = double(sigma[t * k + keep - 1]);
-        if (tail + s * s > allowed) break;
-        tail += s * s, --keep;
-      }
-      r[t] = keep;
-    }
-    return r;
-  }
-};
-
 struct distributed_hara_result_report {
   int samples = 0;
   double norm_estimate = 0, seconds_sampling = 0, seconds_build = 0, seconds_compress = 0;
@@ -68,7 +45,7 @@ template <class T, class Space>
 class distributed_sample_builder {
  public:
   distributed_sample_builder(const distributed::expression<T, Space>& M, hara_parameters p)
-      : M_(M), A_(M.layout()), comm_(*A_.comm), D_(A_.dist), ctx_(A_.ctx), p_(p) {
+      : M_(M), A_(M.layout()), comm_(*A_.comm), D_(A_.dist), ctx_(A_.ctx), p_(p), sym_(M.symmetric()) {
     L_ = A_.depth(), c_ = D_.c, m_ = A_.m_max, cap_ = p.max_rank > 0 ? p.max_rank : 512;
     near_ = near_fields(A_.structure.blocks());
     const auto& tree = A_.structure.row_tree();
@@ -83,7 +60,7 @@ class distributed_sample_builder {
     using clock = std::chrono::steady_clock;
     lv_.clear();
     lv_.resize(static_cast<std::size_t>(L_) + 1);
-    ku_.assign(std::size_t(L_) + 1, {});
+    ku_.assign(std::size_t(L_) + 1, {}), kv_.assign(std::size_t(L_) + 1, {});
     for (int l = 0; l <= L_; ++l) number(l);
     int s = m_ + p_.converge_samples + (p_.block_size + 1) / 2;
     for (int a = 0; a < (1 << L_); ++a) {
@@ -101,7 +78,7 @@ class distributed_sample_builder {
       if (need == 0) break;
       s = std::max(need, s + p_.block_size);
     }
-    rep.samples = s_;
+    rep.samples = sym_ ? s_ : 2 * s_;
     rep.norm_estimate = norm_;
     rep.rank_min.assign(std::size_t(L_) + 1, 0), rep.rank_max.assign(std::size_t(L_) + 1, 0);
     for (int l = 1; l <= L_; ++l)
@@ -118,17 +95,15 @@ class distributed_sample_builder {
   double norm_estimate() const { return norm_; }
 
  private:
-  struct panel {
-    T* base = nullptr;
-    std::vector<std::int64_t> at;
-    int ld = 1;
-  };
+  using panel = sample_panel<T>;
   // One level in this rank's numbering: own nodes (global b0 .. b0 + own - 1; every node of a level
   // above the C-level) then ghosts (the other ranks' nodes in the own nodes' near fields). f: the own
   // nodes' near pairs, columns local, mirror the local pair of the transpose (-1 when its row is
   // another rank's). Per neighbour: the own nodes it holds as ghosts and its nodes held here, the pairs
   // with a partner there (in the order of the global index of the pair's transpose, to send, or of the
-  // pair, to receive; both sides then list the same pairs alike).
+  // pair, to receive; both sides then list the same pairs alike). Rows per node on the row side (nr:
+  // Y, Psi; the children's ku) and on the column side (nc: Omega, Z; the children's kv), equal for a
+  // symmetric operator (then V = U, Psi = Omega, and the column side's buffers stay empty).
   struct level_data {
     bool top = false;
     int own = 0, b0 = 0;
@@ -139,17 +114,18 @@ class distributed_sample_builder {
     std::vector<std::vector<int>> send_nodes, recv_nodes, send_pairs, recv_pairs;
     std::vector<int> slot;  // per local pair with a remote transpose: its place among the received blocks
     int remote = 0;
-    std::vector<int> nr, ku;  // per local node
-    std::vector<int> wr, offr;
+    std::vector<int> nr, nc, ku, kv;  // per local node
+    std::vector<int> wr, offr, wc, offc;
     int ld = 1, nearw = 1, p = 0;
-    buffer<T, Space> om, y, u, d, rg, rd;  // rg, rd: the received G and D blocks (ld x ld each)
+    buffer<T, Space> om, y, ps, z, u, v, d, rh, rd;  // rh, rd: the received H and D blocks (ld x ld each)
     int nodes() const { return own + int(ghost.size()); }
     int global(int t) const { return t < own ? b0 + t : ghost[std::size_t(t - own)]; }
     std::int64_t pair(int e) const { return std::int64_t(e) * ld * ld; }
+    projection_shape shape(int l, int side, int s, std::uint64_t seed) const { return {l, side, s, ld, nearw, p, seed}; }
     std::int64_t row_block(int t) const { return std::int64_t(t) * ld * nearw; }
-    int width() const { return ld + p; }
-    std::int64_t basis_stride() const { return std::int64_t(ld) * width(); }
+    std::int64_t basis_stride() const { return std::int64_t(ld) * (ld + p); }
     std::int64_t basis_at(int t) const { return t * basis_stride(); }
+    const T* col_basis() const { return (v.size() ? v : u).data(); }  // V, or U when shared
   };
 
   int local(int l, int g) const {
@@ -193,8 +169,7 @@ class distributed_sample_builder {
     d.send_nodes.assign(P, {}), d.recv_nodes.assign(P, {}), d.send_pairs.assign(P, {}), d.recv_pairs.assign(P, {});
     auto peer_of = [&](int q) { return int(std::lower_bound(d.peers.begin(), d.peers.end(), q) - d.peers.begin()); };
     for (std::size_t g = 0; g < d.ghost.size(); ++g) d.recv_nodes[peer_of(owner[g])].push_back(d.own + int(g));
-    std::vector<std::pair<int, int>> sends, receives;  // (global key, local pair) per peer, sorted below
-    std::vector<std::vector<std::pair<int, int>>> s_list(P), r_list(P);
+    std::vector<std::vector<std::pair<int, int>>> s_list(P), r_list(P);  // (global key, local pair) per peer
     for (int t = 0; t < d.own; ++t) {
       std::vector<int> seen;
       for (int e = d.f.ptr[t]; e < d.f.ptr[t + 1]; ++e) {
@@ -216,8 +191,8 @@ class distributed_sample_builder {
     }
   }
 
-  int needs(int nin) const { return nin + std::max(0, nin / 2 - 32) + p_.converge_samples + (p_.block_size + 1) / 2; }
-  int short_of(int nin) const { return s_ < nin + (needs(nin) - nin + 1) / 2 ? needs(nin) : 0; }
+  int needs(int nin) const { return samples_needed(nin, p_.converge_samples, p_.block_size); }
+  int short_of(int nin) const { return samples_short(s_, nin, p_.converge_samples, p_.block_size); }
 
   // Collective helpers: a failure anywhere raises on every rank; the largest value over the ranks.
   void agree(const rank_failure& f) const { comm_.agree("distributed hara", {}, f); }
@@ -227,8 +202,41 @@ class distributed_sample_builder {
     return int(x[0]);
   }
 
-  // One message each way per neighbour of level l: out[i] to peers[i], in[i] (sized) from it.
-  void swap(const level_data& d, std::vector<message<T, Space>>& out, std::vector<message<T, Space>>& in) {
+  // Packs rows x cols blocks (column-major, ld lds at src + offset) one after the other into a message.
+  struct block_ref {
+    int rows, cols;
+    std::int64_t at;
+    int ld;
+  };
+  using block_group = std::pair<const T*, std::vector<block_ref>>;  // a source and its blocks
+  static std::int64_t values(const std::vector<block_ref>& blocks) {
+    std::int64_t n = 0;
+    for (const auto& b : blocks) n += std::int64_t(b.rows) * b.cols;
+    return n;
+  }
+  // One message each way per neighbour of level d: to peers[i] the groups of send(i), from it those of
+  // receive(i) (their destinations), all in that order.
+  template <class Send, class Receive>
+  void exchange(const level_data& d, Send send, Receive receive) {
+    std::vector<message<T, Space>> out, in;
+    for (std::size_t i = 0; i < d.peers.size(); ++i) {
+      const std::vector<block_group> groups = send(i);
+      std::int64_t n = 0;
+      for (const auto& [src, blocks] : groups) n += values(blocks);
+      message<T, Space> m(ctx_, std::size_t(n));
+      n = 0;
+      for (const auto& [src, blocks] : groups) {
+        std::vector<item_copy> items;
+        for (const auto& b : blocks) items.push_back({b.rows, b.cols, b.at, n, b.ld, std::max(b.rows, 1)}), n += std::int64_t(b.rows) * b.cols;
+        copy_items(ctx_, src, m.data(), std::move(items));
+      }
+      ctx_->synchronize();
+      m.before_send();
+      out.push_back(std::move(m));
+      std::int64_t r = 0;
+      for (const auto& [dst, blocks] : receive(i)) r += values(blocks);
+      in.emplace_back(ctx_, std::size_t(r));
+    }
     pending pm;
     for (std::size_t i = 0; i < d.peers.size(); ++i) {
       if (in[i].size()) pm.receive(comm_, in[i].mpi(), in[i].size(), d.peers[i]);
@@ -238,415 +246,208 @@ class distributed_sample_builder {
       }
     }
     pm.wait();
-    for (auto& m : in) m.after_receive();
-  }
-  // Packs rows x cols blocks (column-major, ld lds at src + offset) one after the other into a message.
-  struct block_ref {
-    int rows, cols;
-    std::int64_t at;
-    int ld;
-  };
-  message<T, Space> pack(const T* src, const std::vector<block_ref>& blocks) { return pack({{src, &blocks}}); }
-  message<T, Space> pack(std::initializer_list<std::pair<const T*, const std::vector<block_ref>*>> groups) {
-    std::int64_t n = 0;
-    for (const auto& [src, blocks] : groups) n += values(*blocks);
-    message<T, Space> m(ctx_, std::size_t(n));
-    n = 0;
-    for (const auto& [src, blocks] : groups) {
-      std::vector<item_copy> items;
-      for (const auto& b : *blocks) items.push_back({b.rows, b.cols, b.at, n, b.ld, std::max(b.rows, 1)}), n += std::int64_t(b.rows) * b.cols;
-      copy_items(ctx_, src, m.data(), std::move(items));
+    for (std::size_t i = 0; i < d.peers.size(); ++i) {
+      in[i].after_receive();
+      std::int64_t n = 0;
+      for (const auto& [dst, blocks] : receive(i)) {
+        std::vector<item_copy> items;
+        for (const auto& b : blocks) items.push_back({b.rows, b.cols, n, b.at, std::max(b.rows, 1), b.ld}), n += std::int64_t(b.rows) * b.cols;
+        copy_items(ctx_, in[i].data(), const_cast<T*>(dst), std::move(items));
+      }
     }
     ctx_->synchronize();
-    m.before_send();
-    return m;
-  }
-  static std::int64_t values(const std::vector<block_ref>& blocks) {
-    std::int64_t n = 0;
-    for (const auto& b : blocks) n += std::int64_t(b.rows) * b.cols;
-    return n;
-  }
-  // The blocks of a received message, from its value `first` on, into dst.
-  void unpack(message<T, Space>& m, T* dst, const std::vector<block_ref>& blocks, std::int64_t first = 0) {
-    std::int64_t n = first;
-    std::vector<item_copy> items;
-    for (const auto& b : blocks) items.push_back({b.rows, b.cols, n, b.at, std::max(b.rows, 1), b.ld}), n += std::int64_t(b.rows) * b.cols;
-    copy_items(ctx_, m.data(), dst, std::move(items));
   }
 
   // Columns s_ .. s - 1 of Omega (the own and the ghost leaves' rows) and Y = M Omega (the own leaves'),
-  // in the single process's columns: chunks of 256 drawn from the round's seed.
+  // and for a general operator Psi and Z = M^T Psi, in the single process's columns: chunks of 256
+  // drawn from the round's seed.
   void sample(int s, int round) {
     auto& c = *ctx_;
     auto& d = lv_[L_];
     const int w = s - s_, nodes = d.nodes(), own = d.own;
-    const std::int64_t rows_om = std::int64_t(std::max(nodes, 1)) * m_, rows_y = std::int64_t(std::max(own, 1)) * m_;
-    auto grow = [&](buffer<T, Space>& b, std::int64_t rows) {
-      buffer<T, Space> g(ctx_, std::size_t(rows) * s);
-      if (s_ > 0) copy(c, b.data(), g.data(), std::size_t(rows) * s_);
-      b = std::move(g);
-    };
-    grow(omega_, rows_om), grow(y_, rows_y);
+    const std::int64_t rows_in = std::int64_t(std::max(nodes, 1)) * m_, rows_out = std::int64_t(std::max(own, 1)) * m_;
     const auto& tree = A_.structure.row_tree();
     const int first_leaf = cluster_tree::level_begin(L_);
     const index local_rows = index(A_.local_indices.size());
     constexpr int chunk = 256;
-    const std::uint64_t seed = splitmix64(p_.seed + 0x9e3779b97f4a7c15ull * std::uint64_t(round + 1));
-    for (int j = 0; j < w; j += chunk) {
-      const int cols = std::min(chunk, w - j);
-      const std::uint64_t cs = splitmix64(seed + std::uint64_t(j));
-      // The panel's rows (own and ghost leaves, padded), each entry from the user's index; X, the own
-      // rows in the order of local_indices, is read from it.
-      dense<T> Om = dense<T>::Zero(rows_om, cols);
+    auto draw = [&](buffer<T, Space>& in, buffer<T, Space>& out, op o, std::uint64_t seed) {
+      auto grow = [&](buffer<T, Space>& b, std::int64_t rows) {
+        buffer<T, Space> g(ctx_, std::size_t(rows) * s);
+        if (s_ > 0) copy(c, b.data(), g.data(), std::size_t(rows) * s_);
+        b = std::move(g);
+      };
+      grow(in, rows_in), grow(out, rows_out);
+      for (int j = 0; j < w; j += chunk) {
+        const int cols = std::min(chunk, w - j);
+        const std::uint64_t cs = splitmix64(seed + std::uint64_t(j));
+        // The panel's rows (own and ghost leaves, padded), each entry from the user's index; X, the own
+        // rows in the order of local_indices, is read from it.
+        dense<T> X = dense<T>::Zero(rows_in, cols);
 #pragma omp parallel for schedule(static)
-      for (int v = 0; v < cols; ++v)
-        for (int t = 0; t < nodes; ++t) {
-          const int node = first_leaf + d.global(t);
-          for (int i = 0; i < tree.size(node); ++i)
-            Om(std::int64_t(t) * m_ + i, v) = random_entry<T>(distribution::normal, cs, 0, std::uint64_t(v),
-                                                              std::int64_t(tree.perm[std::size_t(tree.begin[node] + i)]));
-        }
-      upload_2d(c, std::size_t(rows_om), std::size_t(cols), Om.data(), std::size_t(rows_om),
-                omega_.data() + std::int64_t(s_ + j) * rows_om, std::size_t(rows_om));
-      auto Xm = matrix<T, Space>::uninitialized(local_rows, cols, ctx_);
-      if (own > 0)
-        scatter_rows(c, A_.padded_to_local.data(), std::int64_t(own) * m_, omega_.data() + std::int64_t(s_ + j) * rows_om, rows_om,
-                     Xm.data(), std::max<index>(local_rows, 1), cols);
-      auto Y = matrix<T, Space>::uninitialized(local_rows, cols, ctx_);
-      M_.apply(op::none, Xm.view(), Y.view());
-      double energy = Y.size() ? sum_of_squares(c, Y.data(), std::size_t(Y.size())) : 0.0;
-      comm_.sum_in_rank_order(&energy, 1);
-      require<non_finite_value>(std::isfinite(energy), "hara: the operator's products are not finite");
-      energy_ += energy, columns_ += cols;
-      if (own > 0)
-        gather_rows(c, A_.padded_to_local.data(), std::int64_t(own) * m_, Y.data(), std::max<index>(local_rows, 1),
-                    y_.data() + std::int64_t(s_ + j) * rows_y, rows_y, cols);
-      c.synchronize();
-    }
+        for (int v = 0; v < cols; ++v)
+          for (int t = 0; t < nodes; ++t) {
+            const int node = first_leaf + d.global(t);
+            for (int i = 0; i < tree.size(node); ++i)
+              X(std::int64_t(t) * m_ + i, v) = random_entry<T>(distribution::normal, cs, 0, std::uint64_t(v),
+                                                               std::int64_t(tree.perm[std::size_t(tree.begin[node] + i)]));
+          }
+        T* at_in = in.data() + std::int64_t(s_ + j) * rows_in;
+        upload_2d(c, std::size_t(rows_in), std::size_t(cols), X.data(), std::size_t(rows_in), at_in, std::size_t(rows_in));
+        auto Xm = matrix<T, Space>::uninitialized(local_rows, cols, ctx_);
+        if (own > 0)
+          scatter_rows(c, A_.padded_to_local.data(), std::int64_t(own) * m_, at_in, rows_in, Xm.data(),
+                       std::max<index>(local_rows, 1), cols);
+        auto Y = matrix<T, Space>::uninitialized(local_rows, cols, ctx_);
+        M_.apply(o, Xm.view(), Y.view());
+        double energy = Y.size() ? sum_of_squares(c, Y.data(), std::size_t(Y.size())) : 0.0;
+        comm_.sum_in_rank_order(&energy, 1);
+        require<non_finite_value>(std::isfinite(energy), "hara: the operator's products are not finite");
+        energy_ += energy, columns_ += cols;
+        if (own > 0)
+          gather_rows(c, A_.padded_to_local.data(), std::int64_t(own) * m_, Y.data(), std::max<index>(local_rows, 1),
+                      out.data() + std::int64_t(s_ + j) * rows_out, rows_out, cols);
+        c.synchronize();
+      }
+    };
+    const std::uint64_t seed = splitmix64(p_.seed + 0x9e3779b97f4a7c15ull * std::uint64_t(round + 1));
+    draw(omega_, y_, op::none, seed);
+    if (!sym_) draw(psi_, z_, op::transpose, splitmix64(seed ^ 0x5851f42d4c957f2dull));
     s_ = s;
     norm_ = std::sqrt(energy_ / std::max(columns_, 1));
     d.nr.assign(std::size_t(nodes), 0);
     for (int t = 0; t < nodes; ++t) d.nr[t] = leaf_[std::size_t(d.global(t))];
+    d.nc = d.nr;
     d.ld = m_;
   }
 
-  panel samples(int l, bool omega) {
+  // Level l's panels: Omega (omega_side) or Y, or with transpose_side Psi or Z.
+  panel samples(int l, bool omega_side, bool transpose_side) {
     const auto& d = lv_[l];
     panel p;
     p.at.resize(std::size_t(d.nodes()));
     if (l == L_) {
-      p.base = const_cast<T*>((omega ? omega_ : y_).data());
-      p.ld = int(std::int64_t(std::max(omega ? d.nodes() : d.own, 1)) * m_);
+      const buffer<T, Space>& b = transpose_side ? (omega_side ? psi_ : z_) : (omega_side ? omega_ : y_);
+      p.base = const_cast<T*>(b.data());
+      p.ld = int(std::int64_t(std::max(omega_side ? d.nodes() : d.own, 1)) * m_);
       for (int t = 0; t < d.nodes(); ++t) p.at[t] = std::int64_t(t) * m_;
     } else {
-      p.base = const_cast<T*>((omega ? d.om : d.y).data());
+      const buffer<T, Space>& b = transpose_side ? (omega_side ? d.ps : d.z) : (omega_side ? d.om : d.y);
+      p.base = const_cast<T*>(b.data());
       p.ld = d.ld;
       for (int t = 0; t < d.nodes(); ++t) p.at[t] = std::int64_t(t) * s_ * d.ld;
     }
     return p;
   }
 
+  // Where each near partner's rows sit in an own node's stacked near field, for both sides.
   void near_layout(int l) {
     auto& d = lv_[l];
-    d.wr.assign(std::size_t(d.own), 0), d.offr.assign(d.f.col.size(), 0);
+    d.wr.assign(std::size_t(d.own), 0), d.wc.assign(std::size_t(d.own), 0);
+    d.offr.assign(d.f.col.size(), 0), d.offc.assign(d.f.col.size(), 0);
     d.nearw = 1;
     for (int t = 0; t < d.own; ++t) {
-      for (int e = d.f.ptr[t]; e < d.f.ptr[t + 1]; ++e) d.offr[e] = d.wr[t], d.wr[t] += d.nr[std::size_t(d.f.col[e])];
-      d.nearw = std::max(d.nearw, d.wr[t]);
-    }
-  }
-
-  struct test_matrix {
-    buffer<T, Space> r, rows, unit;
-    int w = 0;
-  };
-  test_matrix draw_test_matrix(int l, const level_data& d, const panel& om) {
-    const int nodes = d.nodes(), ld = d.ld, s = s_, wd = std::min(d.width(), s);
-    test_matrix m{buffer<T, Space>(ctx_, std::size_t(s) * wd), buffer<T, Space>(ctx_, std::size_t(nodes) * ld * wd), {}, wd};
-    fill_random(*ctx_, distribution::normal, s, wd, m.r.data(), s,
-                splitmix64(p_.seed ^ (0x6a09e667f3bcc909ull * std::uint64_t(1 + l + 256 * s))));
-    buffer<T, Space> f(ctx_, std::size_t(wd) * wd);
-    qr_items(ctx_, m.r.data(), {0}, {s}, {wd}, s, f.data(), {0}, wd);
-    std::vector<item_gemm> items;
-    for (int c = 0; c < nodes; ++c) items.push_back({d.nr[c], wd, s, om.at[c], 0, std::int64_t(c) * ld * wd, om.ld, s, ld});
-    gemm_items(ctx_, op::none, op::none, T(1), om.base, m.r.data(), T(0), m.rows.data(), items);
-    std::vector<T> unit(std::size_t(wd) * wd, T(0));
-    for (int j = 0; j < wd; ++j) unit[std::size_t(j) * (wd + 1)] = T(1) + T(1024) * std::numeric_limits<T>::epsilon();
-    m.unit = buffer<T, Space>(ctx_, unit);
-    return m;
-  }
-
-  // G = Y Omega_N^+ for the own nodes and, with `basis`, their basis samples, SVDs and held-out
-  // estimates (one_sample_set_builder::project and basis_samples, on local numbering).
-  void project(int l, level_data& d, buffer<T, Space>& g, bool basis, std::vector<double>* check) {
-    const auto& f = d.f;
-    const panel om = samples(l, true), y = samples(l, false);
-    const int nodes = d.own, all = d.nodes(), ld = d.ld, nw = d.nearw, s = s_, wd = d.width(), p = d.p;
-    const std::int64_t gs = std::int64_t(nw) * nw, ps = std::int64_t(ld) * ld;
-    g = buffer<T, Space>(ctx_, std::size_t(std::max(nodes, 1)) * ld * nw);
-    fill(*ctx_, g.data(), g.size(), T(0));
-    test_matrix r;
-    if (basis) {
-      d.u = buffer<T, Space>(ctx_, std::size_t(std::max(all, 1)) * d.basis_stride());
-      fill(*ctx_, d.u.data(), d.u.size(), T(0));
-      check->assign(std::size_t(nodes) * (ld + 1), 0.0);
-      r = draw_test_matrix(l, d, om);
-    }
-    const std::size_t per_node = std::size_t(gs) + (basis ? 2 * std::size_t(nw) * wd + std::size_t(wd) * wd : 0);
-    const int batch = int(std::clamp<std::size_t>((std::size_t(256) << 20) / sizeof(T) / per_node, 1, std::max(nodes, 1)));
-    const std::size_t pair_budget = (std::size_t(512) << 20) / sizeof(T) / std::size_t(ps);
-    const auto key = [all](int a, int b) { return std::int64_t(std::max(a, b)) * all + std::min(a, b); };
-    std::unordered_map<std::int64_t, std::int64_t> slot;
-    for (int u0 = 0, u1 = 0; u0 < nodes; u0 = u1) {
-      slot.clear();
-      std::vector<item_gemm> pairs;
-      for (u1 = u0; u1 < nodes; ++u1) {
-        std::vector<std::int64_t> fresh;
-        for (int e1 = f.ptr[u1]; e1 < f.ptr[u1 + 1]; ++e1)
-          for (int e2 = f.ptr[u1]; e2 <= e1; ++e2) {
-            const std::int64_t k = key(f.col[e1], f.col[e2]);
-            if (!slot.count(k) && std::find(fresh.begin(), fresh.end(), k) == fresh.end()) fresh.push_back(k);
-          }
-        if (u1 > u0 && slot.size() + fresh.size() > pair_budget) break;
-        for (const std::int64_t k : fresh) {
-          const int a = int(k / all), b = int(k % all);
-          const std::int64_t at = std::int64_t(slot.size()) * ps;
-          slot.emplace(k, at);
-          pairs.push_back({d.nr[a], d.nr[b], s, om.at[a], om.at[b], at, om.ld, om.ld, ld});
-        }
+      for (int e = d.f.ptr[t]; e < d.f.ptr[t + 1]; ++e) {
+        const int c = d.f.col[e];
+        d.offr[e] = d.wr[t], d.wr[t] += d.nc[c], d.offc[e] = d.wc[t], d.wc[t] += d.nr[c];
       }
-      buffer<T, Space> pb(ctx_, std::max<std::size_t>(slot.size(), 1) * std::size_t(ps));
-      gemm_items(ctx_, op::none, op::transpose, T(1), om.base, om.base, T(0), pb.data(), pairs);
-      for (int t0 = u0; t0 < u1; t0 += batch) {
-        const int t1 = std::min(u1, t0 + batch), cnt = t1 - t0;
-        buffer<T, Space> a(ctx_, std::size_t(cnt) * gs);
-        std::vector<item_copy> kn, kt;
-        std::vector<item_gemm> yq;
-        std::vector<item_trsm> solve;
-        std::vector<int> an;
-        std::vector<std::int64_t> ao;
-        for (int t = t0; t < t1; ++t) {
-          const std::int64_t at = (t - t0) * gs;
-          for (int e1 = f.ptr[t]; e1 < f.ptr[t + 1]; ++e1) {
-            const int c1 = f.col[e1];
-            for (int e2 = f.ptr[t]; e2 <= e1; ++e2) {
-              const int c2 = f.col[e2];
-              (c1 >= c2 ? kn : kt)
-                  .push_back({d.nr[c1], d.nr[c2], slot.at(key(c1, c2)), at + d.offr[e1] + std::int64_t(d.offr[e2]) * nw, ld, nw});
-            }
-            yq.push_back({d.nr[t], d.nr[c1], s, y.at[t], om.at[c1], d.row_block(t) + std::int64_t(d.offr[e1]) * ld, y.ld, om.ld, ld});
-          }
-          if (d.wr[t] > 0) an.push_back(d.wr[t]), ao.push_back(at);
-          solve.push_back({d.nr[t], d.wr[t], at, d.row_block(t), nw, ld});
-        }
-        copy_items(ctx_, pb.data(), a.data(), kn);
-        copy_items(ctx_, pb.data(), a.data(), kt, op::transpose);
-        const int bad = potrf_items(ctx_, a.data(), ao, an, nw);
-        if (bad >= 0)
-          throw numerical_failure("h2expr: hara: level " + std::to_string(l) + ": the samples of a near field (" +
-                                  std::to_string(an[bad]) + " rows) are numerically dependent");
-        gemm_items(ctx_, op::none, op::transpose, T(1), y.base, om.base, T(0), g.data(), yq);
-        trsm_items(ctx_, side::right, uplo::lower, op::transpose, diag::non_unit, T(1), a.data(), g.data(), solve);
-        trsm_items(ctx_, side::right, uplo::lower, op::none, diag::non_unit, T(1), a.data(), g.data(), solve);
-        if (basis) basis_samples(l, d, r, a, g, t0, t1, y, *check, p, wd);
-      }
-    }
-    ctx_->synchronize();
-  }
-
-  void basis_samples(int l, level_data& d, const test_matrix& r, const buffer<T, Space>& a, const buffer<T, Space>& g, int t0,
-                     int t1, const panel& y, std::vector<double>& check, int p, int wd) {
-    const auto& f = d.f;
-    const int cnt = t1 - t0, ld = d.ld, s = s_, nw = d.nearw;
-    const std::int64_t gs = std::int64_t(nw) * nw, ss = std::int64_t(nw) * wd, cw = std::int64_t(wd) * wd;
-    buffer<T, Space> S(ctx_, std::size_t(cnt) * ss), X(ctx_, std::size_t(cnt) * ss), C(ctx_, std::size_t(cnt) * cw);
-    std::vector<int> w(cnt), cn;
-    std::vector<std::int64_t> co;
-    std::vector<item_copy> stack, rtr;
-    std::vector<item_gemm> xx, yr, gsw;
-    std::vector<item_trsm> lx, wc;
-    for (int t = t0; t < t1; ++t) {
-      const int i = t - t0, nin = d.wr[t], nout = d.nr[t];
-      w[i] = nout > 0 ? std::min(s - nin, nout + p) : 0;
-      if (w[i] <= 0) continue;
-      for (int e = f.ptr[t]; e < f.ptr[t + 1]; ++e)
-        stack.push_back({d.nr[f.col[e]], w[i], std::int64_t(f.col[e]) * ld * r.w, i * ss + d.offr[e], ld, nw});
-      lx.push_back({nin, w[i], i * gs, i * ss, nw, nw});
-      rtr.push_back({w[i], w[i], 0, i * cw, r.w, wd});
-      xx.push_back({w[i], w[i], nin, i * ss, i * ss, i * cw, nw, nw, wd});
-      cn.push_back(w[i]), co.push_back(i * cw);
-      yr.push_back({nout, w[i], s, y.at[t], 0, d.basis_at(t), y.ld, s, ld});
-      gsw.push_back({nout, w[i], nin, d.row_block(t), i * ss, d.basis_at(t), ld, nw, ld});
-      wc.push_back({nout, w[i], i * cw, d.basis_at(t), wd, ld});
-    }
-    copy_items(ctx_, r.rows.data(), S.data(), stack);
-    copy_items(ctx_, r.rows.data(), X.data(), stack);
-    trsm_items(ctx_, side::left, uplo::lower, op::none, diag::non_unit, T(1), a.data(), X.data(), lx);
-    copy_items(ctx_, r.unit.data(), C.data(), rtr);
-    gemm_items(ctx_, op::transpose, op::none, T(-1), X.data(), X.data(), T(1), C.data(), xx);
-    const int bad = potrf_items(ctx_, C.data(), co, cn, wd);
-    if (bad >= 0)
-      throw numerical_failure("h2expr: hara: level " + std::to_string(l) + ": the test columns of a node's far field (" +
-                              std::to_string(cn[bad]) + ") are numerically dependent");
-    gemm_items(ctx_, op::none, op::none, T(1), y.base, r.r.data(), T(0), d.u.data(), yr);
-    gemm_items(ctx_, op::none, op::none, T(-1), g.data(), S.data(), T(1), d.u.data(), gsw);
-    trsm_items(ctx_, side::right, uplo::lower, op::transpose, diag::non_unit, T(1), C.data(), d.u.data(), wc);
-    std::vector<int> sm, sn, sld;
-    std::vector<std::int64_t> so, sv;
-    buffer<T, Space> sigma(ctx_, std::size_t(cnt) * ld);
-    for (int t = t0; t < t1; ++t)
-      if (w[t - t0] > p)
-        sm.push_back(d.nr[t]), sn.push_back(w[t - t0] - p), sld.push_back(ld), so.push_back(d.basis_at(t)),
-            sv.push_back(std::int64_t(t - t0) * ld);
-    if (!so.empty()) {
-      const int k = int(so.size());
-      buffer<int, Space> sz(ctx_, concatenate<int>({sm, sn, sld}));
-      auto pa = pointers(ctx_, d.u.data(), so), pss = pointers(ctx_, sigma.data(), sv);
-      svd_vbatched(*ctx_, sz.data(), sz.data() + k, pa.data(), sz.data() + 2 * k, pss.data(), (T* const*)nullptr,
-                   (const int*)nullptr, k, *std::max_element(sm.begin(), sm.end()), *std::max_element(sn.begin(), sn.end()));
-      ctx_->synchronize();
-    }
-    const int cs = ld + p;
-    buffer<T, Space> c(ctx_, std::size_t(cnt) * cs * p);
-    fill(*ctx_, c.data(), c.size(), T(0));
-    std::vector<item_gemm> uw, rw, ww;
-    for (int t = t0; t < t1; ++t) {
-      const int i = t - t0;
-      if (w[i] <= p) continue;
-      const int u = std::min(d.nr[t], w[i] - p);
-      const std::int64_t w2 = d.basis_at(t) + std::int64_t(w[i] - p) * ld, ct = std::int64_t(i) * cs * p;
-      uw.push_back({u, p, d.nr[t], d.basis_at(t), w2, ct, ld, ld, ld});
-      rw.push_back({d.nr[t], p, u, d.basis_at(t), ct, w2, ld, ld, ld});
-      ww.push_back({p, p, d.nr[t], w2, w2, ct + std::int64_t(ld) * p, ld, ld, p});
-    }
-    gemm_items(ctx_, op::transpose, op::none, T(1), d.u.data(), d.u.data(), T(0), c.data(), uw);
-    gemm_items(ctx_, op::none, op::none, T(-1), d.u.data(), c.data(), T(1), d.u.data(), rw);
-    gemm_items(ctx_, op::transpose, op::none, T(1), d.u.data(), d.u.data(), T(0), c.data(), ww);
-    const auto ch = c.to_host();
-    for (int t = t0; t < t1; ++t) {
-      const int i = t - t0;
-      if (w[i] <= p) continue;
-      const T* ct = ch.data() + std::size_t(i) * cs * p;
-      double rest = 0;
-      for (int j = 0; j < p; ++j) rest += double(ct[std::size_t(ld) * p + j * p + j]);
-      const int u = std::min(d.nr[t], w[i] - p);
-      double* e = check.data() + std::size_t(t) * (ld + 1);
-      for (int k = ld; k >= 0; --k) {
-        e[k] = rest / p;
-        if (k >= 1 && k <= u)
-          for (int j = 0; j < p; ++j) rest += double(ct[std::size_t(j) * ld + k - 1]) * double(ct[std::size_t(j) * ld + k - 1]);
-      }
+      d.nearw = std::max({d.nearw, d.wr[t], d.wc[t]});
     }
   }
 
-  // Own node ranks (one_sample_set_builder::ranks; `live` over every rank); the samples the level needs.
-  int ranks(int l, const std::vector<double>& check, int live) {
+  // One side's projection (project_near_fields) and node ranks of the own nodes; bases into `basis`
+  // (every local node's room, the ghosts' filled by exchange). `live` counts the side's nodes with rows
+  // over every rank. Returns the samples the level needs (0: enough).
+  int project_side(int l, int side, buffer<T, Space>& g, buffer<T, Space>* basis, std::vector<int>* k, int live) {
     auto& d = lv_[l];
-    const int ld = d.ld, p = p_.converge_samples;
-    const double e = 0.5 * p_.tol * norm_, rho = 0.5;
-    const double shares = (1 - std::pow(rho, L_)) / (1 - rho);
-    const double allowed = e * e / 2 * std::pow(rho, l - 1) / shares / std::max(live, 1);
-    d.ku.assign(std::size_t(d.nodes()), 0);
-    int need = 0;
-    for (int t = 0; t < d.own; ++t) {
-      const int nin = d.wr[t], nout = d.nr[t];
-      if (nout == 0) continue;
-      const int w = std::min(s_ - nin, nout + p), usable = std::min(nout, w - p);
-      const double budget = allowed / (1 + double(nin) / std::max(s_ - nin - 1, 1));
-      const double* err = check.data() + std::size_t(t) * (ld + 1);
-      int keep = 0;
-      while (keep < usable && err[keep] > budget) ++keep;
-      if (err[keep] > budget && keep < nout) {
-        need = std::max(need, s_ + p_.block_size);
-        continue;
-      }
-      if (keep > cap_)
-        throw rank_cap_reached("h2expr: hara: level " + std::to_string(l) + ": node " + std::to_string(d.global(t)) +
-                               " needs rank " + std::to_string(keep) + " > max_rank " + std::to_string(cap_) +
-                               " for tol = " + std::to_string(p_.tol) + "; raise hara_options::max_rank");
-      d.ku[t] = keep;
+    const bool t = side == 1;
+    const panel om = samples(l, true, t), y = samples(l, false, t);
+    const std::vector<int>& rows = t ? d.nr : d.nc;
+    const std::vector<int>& nout = t ? d.nc : d.nr;
+    const auto sh = d.shape(l, side, s_, p_.seed);
+    std::vector<double> check;
+    if (basis) {
+      *basis = buffer<T, Space>(ctx_, std::size_t(std::max(d.nodes(), 1)) * d.basis_stride());
+      fill(*ctx_, basis->data(), basis->size(), T(0));
     }
+    project_near_fields(ctx_, sh, near_side<T>{d.f, om, rows, t ? d.offc : d.offr, t ? d.wc : d.wr, y, nout}, g,
+                        basis ? basis->data() : nullptr, basis ? &check : nullptr);
+    if (!basis) return 0;
+    const double share = level_share(0.5 * p_.tol * norm_, l, L_, live);
+    const int need = node_ranks(l, s_, d.ld, p_.converge_samples, p_.block_size, check, t ? d.wc : d.wr, nout, share, cap_,
+                                p_.tol, d.b0, *k);
+    k->resize(std::size_t(d.nodes()), 0);
     return need;
   }
 
-  // Every node's rank at level l (ku_[l], global), from the own nodes' (the ghosts' then read from it).
+  // Every node's ranks at level l (ku_[l], kv_[l]: global), from the own nodes' (the ghosts' then read
+  // from them).
   void share_ranks(int l) {
     auto& d = lv_[l];
-    std::vector<std::int64_t> all(std::size_t(1) << l, 0);
-    for (int t = 0; t < d.own; ++t) all[std::size_t(d.global(t))] = d.ku[t];
+    const std::size_t n = std::size_t(1) << l;
+    std::vector<std::int64_t> all(2 * n, 0);
+    for (int t = 0; t < d.own; ++t) all[std::size_t(d.global(t))] = d.ku[t], all[n + std::size_t(d.global(t))] = d.kv[t];
     if (!d.top) comm_.max(all);
-    ku_[l].assign(all.begin(), all.end());
-    for (int t = d.own; t < d.nodes(); ++t) d.ku[t] = ku_[l][std::size_t(d.global(t))];
+    ku_[l].assign(all.begin(), all.begin() + std::ptrdiff_t(n)), kv_[l].assign(all.begin() + std::ptrdiff_t(n), all.end());
+    for (int t = d.own; t < d.nodes(); ++t) d.ku[t] = ku_[l][std::size_t(d.global(t))], d.kv[t] = kv_[l][std::size_t(d.global(t))];
+  }
+  int rows_of(const std::vector<std::vector<int>>& k, int l, int t) const {  // of local node t of level l < L: its children's ranks
+    const int g = lv_[l].global(t);
+    return k[l + 1][std::size_t(2 * g)] + k[l + 1][std::size_t(2 * g + 1)];
   }
 
-  // The level's bases and near blocks, and the parents' compressed samples; what ranks() returns.
+  // The level's bases and near blocks, and the parents' compressed samples; the samples the level needs
+  // (0: enough).
   int level(int l) {
     auto& d = lv_[l];
     d.p = p_.converge_samples;
     if (l < L_) {  // rows: the children's ranks
-      d.nr.assign(std::size_t(d.nodes()), 0);
-      for (int t = 0; t < d.nodes(); ++t) {
-        const int g = d.global(t);
-        d.nr[t] = ku_[l + 1][std::size_t(2 * g)] + ku_[l + 1][std::size_t(2 * g + 1)];
-      }
-      int ld = 1;
-      for (int g = 0; g < (1 << l); ++g) ld = std::max(ld, ku_[l + 1][std::size_t(2 * g)] + ku_[l + 1][std::size_t(2 * g + 1)]);
-      require(ld == d.ld, "distributed hara: the compressed samples' layout");  // set by compress_samples
+      d.nr.assign(std::size_t(d.nodes()), 0), d.nc.assign(std::size_t(d.nodes()), 0);
+      for (int t = 0; t < d.nodes(); ++t) d.nr[t] = rows_of(ku_, l, t), d.nc[t] = rows_of(kv_, l, t);
     }
     near_layout(l);
     int more = 0;
-    for (int t = 0; t < d.own; ++t) more = std::max(more, short_of(d.wr[t]));
+    for (int t = 0; t < d.own; ++t) more = std::max(more, short_of(std::max(d.wr[t], d.wc[t])));
     if ((more = largest(more))) return more;
-    int live = 0;
-    for (int t = 0; t < d.own; ++t) live += d.nr[t] > 0;
-    if (!d.top) {
-      std::int64_t lv = live;
-      comm_.sum_in_rank_order(&lv, 1);
-      live = int(lv);
-    }
-    buffer<T, Space> g;
-    std::vector<double> check;
+    std::int64_t live[2] = {0, 0};
+    for (int t = 0; t < d.own; ++t) live[0] += d.nr[t] > 0, live[1] += d.nc[t] > 0;
+    if (!d.top) comm_.sum_in_rank_order(live, 2);
+    buffer<T, Space> g, h;
     int need = 0;
     agree(rank_failure::of([&] {
-      project(l, d, g, true, &check);
-      need = ranks(l, check, live);
+      need = project_side(l, 0, g, &d.u, &d.ku, int(live[0]));
+      if (!sym_) need = std::max(need, project_side(l, 1, h, &d.v, &d.kv, int(live[1])));
+      else d.kv = d.ku;
     }));
     if ((need = largest(need))) return need;
     share_ranks(l);
+    T* v = sym_ ? d.u.data() : d.v.data();
+    const buffer<T, Space>& hh = sym_ ? g : h;  // H_s: G_s for a symmetric operator
 
-    // The neighbours' bases of the shared nodes and their G blocks of the shared pairs.
+    // The neighbours' column bases (V) of the shared nodes and their H blocks of the shared pairs.
     if (!d.top) {
-      std::vector<message<T, Space>> out, in;
-      auto blocks_of = [&](std::size_t i, std::vector<block_ref>& su, std::vector<block_ref>& sg, std::vector<block_ref>& ru,
-                           std::vector<block_ref>& rg) {
-        for (int t : d.send_nodes[i]) su.push_back({d.nr[t], d.ku[t], d.basis_at(t), d.ld});
-        for (int e : d.send_pairs[i]) {
-          const int t = row_of(d, e);
-          sg.push_back({d.nr[t], d.nr[d.f.col[e]], d.row_block(t) + std::int64_t(d.offr[e]) * d.ld, d.ld});
-        }
-        for (int t : d.recv_nodes[i]) ru.push_back({d.nr[t], d.ku[t], d.basis_at(t), d.ld});
-        for (int e : d.recv_pairs[i]) rg.push_back({d.nr[d.f.col[e]], d.nr[row_of(d, e)], d.pair(d.slot[e]), d.ld});
-      };
-      for (std::size_t i = 0; i < d.peers.size(); ++i) {
-        std::vector<block_ref> su, sg, ru, rg;
-        blocks_of(i, su, sg, ru, rg);
-        out.push_back(pack({{d.u.data(), &su}, {g.data(), &sg}}));
-        in.emplace_back(ctx_, std::size_t(values(ru) + values(rg)));
-      }
-      swap(d, out, in);
-      d.rg = buffer<T, Space>(ctx_, std::size_t(std::max(d.remote, 1)) * d.ld * d.ld);
-      fill(*ctx_, d.rg.data(), d.rg.size(), T(0));
-      for (std::size_t i = 0; i < d.peers.size(); ++i) {
-        std::vector<block_ref> su, sg, ru, rg;
-        blocks_of(i, su, sg, ru, rg);
-        unpack(in[i], d.u.data(), ru);
-        unpack(in[i], d.rg.data(), rg, values(ru));
-      }
-      ctx_->synchronize();
+      d.rh = buffer<T, Space>(ctx_, std::size_t(std::max(d.remote, 1)) * d.ld * d.ld);
+      fill(*ctx_, d.rh.data(), d.rh.size(), T(0));
+      exchange(
+          d,
+          [&](std::size_t i) {
+            std::vector<block_ref> bv, bh;
+            for (int t : d.send_nodes[i]) bv.push_back({d.nc[t], d.kv[t], d.basis_at(t), d.ld});
+            for (int e : d.send_pairs[i]) {
+              const int t = row_of(d, e);
+              bh.push_back({d.nc[t], d.nr[d.f.col[e]], d.row_block(t) + std::int64_t(d.offc[e]) * d.ld, d.ld});
+            }
+            return std::vector<block_group>{{v, bv}, {hh.data(), bh}};
+          },
+          [&](std::size_t i) {
+            std::vector<block_ref> bv, bh;
+            for (int t : d.recv_nodes[i]) bv.push_back({d.nc[t], d.kv[t], d.basis_at(t), d.ld});
+            for (int e : d.recv_pairs[i]) bh.push_back({d.nc[d.f.col[e]], d.nr[row_of(d, e)], d.pair(d.slot[e]), d.ld});
+            return std::vector<block_group>{{v, bv}, {d.rh.data(), bh}};
+          });
     }
 
     // Per own near pair (t, s): D = G_ts + U_t E, E = U_t^T H_st^T - U_t^T G_ts - (U_t^T H_st^T V_s) V_s^T,
-    // H_st: G_s's block of t (here, or received).
+    // H_st: H_s's block of t (here, or received).
     const int ld = d.ld;
     const int pairs = int(d.f.col.size());
     buffer<T, Space> e(ctx_, std::size_t(std::max(pairs, 1)) * ld * ld), x(ctx_, std::size_t(std::max(pairs, 1)) * ld * ld);
@@ -657,11 +458,11 @@ class distributed_sample_builder {
       std::vector<item_copy> dg;
       for (int t = 0; t < d.own; ++t)
         for (int q = d.f.ptr[t]; q < d.f.ptr[t + 1]; ++q) {
-          const int c = d.f.col[q], nr = d.nr[t], nc = d.nr[c], ku = d.ku[t], kv = d.ku[c];
+          const int c = d.f.col[q], nr = d.nr[t], nc = d.nc[c], ku = d.ku[t], kv = d.kv[c];
           const std::int64_t b = d.pair(q), ut = d.basis_at(t), vc = d.basis_at(c);
           const std::int64_t gts = d.row_block(t) + std::int64_t(d.offr[q]) * ld;
           if (d.f.mirror[q] >= 0)
-            e1_here.push_back({ku, nc, nr, ut, d.row_block(c) + std::int64_t(d.offr[d.f.mirror[q]]) * ld, b, ld, ld, ld});
+            e1_here.push_back({ku, nc, nr, ut, d.row_block(c) + std::int64_t(d.offc[d.f.mirror[q]]) * ld, b, ld, ld, ld});
           else
             e1_there.push_back({ku, nc, nr, ut, d.pair(d.slot[q]), b, ld, ld, ld});
           x1.push_back({ku, kv, nc, b, vc, b, ld, ld, ld});
@@ -671,18 +472,20 @@ class distributed_sample_builder {
           d1.push_back({nr, nc, ku, ut, b, b, ld, ld, ld});
         }
       const T* u = d.u.data();
-      gemm_items(ctx_, op::transpose, op::transpose, T(1), u, g.data(), T(0), e.data(), e1_here);
-      gemm_items(ctx_, op::transpose, op::transpose, T(1), u, d.rg.data(), T(0), e.data(), e1_there);
-      gemm_items(ctx_, op::none, op::none, T(1), e.data(), u, T(0), x.data(), x1);
+      gemm_items(ctx_, op::transpose, op::transpose, T(1), u, hh.data(), T(0), e.data(), e1_here);  // U^T H^T
+      gemm_items(ctx_, op::transpose, op::transpose, T(1), u, d.rh.data(), T(0), e.data(), e1_there);
+      gemm_items(ctx_, op::none, op::none, T(1), e.data(), v, T(0), x.data(), x1);  // (U^T H^T) V
       gemm_items(ctx_, op::transpose, op::none, T(-1), u, g.data(), T(1), e.data(), e2);
-      gemm_items(ctx_, op::none, op::transpose, T(-1), x.data(), u, T(1), e.data(), e3);
+      gemm_items(ctx_, op::none, op::transpose, T(-1), x.data(), v, T(1), e.data(), e3);
       copy_items(ctx_, g.data(), d.d.data(), dg);
       gemm_items(ctx_, op::none, op::none, T(1), u, e.data(), T(1), d.d.data(), d1);
       ctx_->synchronize();
     }
-    g = buffer<T, Space>(), e = buffer<T, Space>(), x = buffer<T, Space>(), d.rg = buffer<T, Space>();
-    symmetrize(l);
+    g = buffer<T, Space>(), h = buffer<T, Space>(), e = buffer<T, Space>(), x = buffer<T, Space>(), d.rh = buffer<T, Space>();
+    receive_transposes(l);
+    if (sym_) symmetrize(l);
     compress_samples(l);
+    d.rd = buffer<T, Space>();
     return 0;
   }
 
@@ -690,112 +493,134 @@ class distributed_sample_builder {
     return int(std::upper_bound(d.f.ptr.begin(), d.f.ptr.end(), e) - d.f.ptr.begin()) - 1;
   }
 
-  // D_ts := (D_ts + D_st^T) / 2, D_st here or from its row's rank.
-  void symmetrize(int l) {
+  // rd: D_st of every own pair (t, s) whose transpose's row s is another rank's (symmetrize and the
+  // compressed samples of M^T read it).
+  void receive_transposes(int l) {
     auto& d = lv_[l];
     const int ld = d.ld;
-    if (!d.top && !d.peers.empty()) {
-      std::vector<message<T, Space>> out, in;
-      for (std::size_t i = 0; i < d.peers.size(); ++i) {
-        std::vector<block_ref> send, receive;
-        for (int e : d.send_pairs[i]) send.push_back({d.nr[row_of(d, e)], d.nr[d.f.col[e]], d.pair(e), ld});
-        for (int e : d.recv_pairs[i]) receive.push_back({d.nr[d.f.col[e]], d.nr[row_of(d, e)], d.pair(d.slot[e]), ld});
-        out.push_back(pack(d.d.data(), send));
-        in.emplace_back(ctx_, std::size_t(values(receive)));
-      }
-      swap(d, out, in);
-      d.rd = buffer<T, Space>(ctx_, std::size_t(std::max(d.remote, 1)) * ld * ld);
-      fill(*ctx_, d.rd.data(), d.rd.size(), T(0));
-      for (std::size_t i = 0; i < d.peers.size(); ++i) {
-        std::vector<block_ref> receive;
-        for (int e : d.recv_pairs[i]) receive.push_back({d.nr[d.f.col[e]], d.nr[row_of(d, e)], d.pair(d.slot[e]), ld});
-        unpack(in[i], d.rd.data(), receive);
-      }
-    }
-    buffer<T, Space> tr(ctx_, d.d.size());
-    fill(*ctx_, tr.data(), tr.size(), T(0));
-    std::vector<item_copy> here, there;
+    d.rd = buffer<T, Space>(ctx_, std::size_t(std::max(d.remote, 1)) * ld * ld);
+    fill(*ctx_, d.rd.data(), d.rd.size(), T(0));
+    if (d.top || d.peers.empty()) return;
+    exchange(
+        d,
+        [&](std::size_t i) {
+          std::vector<block_ref> send;
+          for (int e : d.send_pairs[i]) send.push_back({d.nr[row_of(d, e)], d.nc[d.f.col[e]], d.pair(e), ld});
+          return std::vector<block_group>{{d.d.data(), send}};
+        },
+        [&](std::size_t i) {
+          std::vector<block_ref> receive;
+          for (int e : d.recv_pairs[i]) receive.push_back({d.nr[d.f.col[e]], d.nc[row_of(d, e)], d.pair(d.slot[e]), ld});
+          return std::vector<block_group>{{d.rd.data(), receive}};
+        });
+  }
+
+  // The transposes D_st^T of the own pairs (t, s) (here or received) into pair (t, s)'s place: copy_items
+  // lists, their sizes the destination's.
+  void transposes(const level_data& d, std::vector<item_copy>& here, std::vector<item_copy>& there) const {
     for (int t = 0; t < d.own; ++t)
       for (int q = d.f.ptr[t]; q < d.f.ptr[t + 1]; ++q) {
         const int c = d.f.col[q];
-        if (d.f.mirror[q] >= 0) here.push_back({d.nr[t], d.nr[c], d.pair(d.f.mirror[q]), d.pair(q), ld, ld});
-        else there.push_back({d.nr[t], d.nr[c], d.pair(d.slot[q]), d.pair(q), ld, ld});
+        if (d.f.mirror[q] >= 0) here.push_back({d.nr[t], d.nc[c], d.pair(d.f.mirror[q]), d.pair(q), d.ld, d.ld});
+        else there.push_back({d.nr[t], d.nc[c], d.pair(d.slot[q]), d.pair(q), d.ld, d.ld});
       }
+  }
+
+  // D_ts := (D_ts + D_st^T) / 2 for a symmetric operator: its H2 matrix is then exactly symmetric.
+  void symmetrize(int l) {
+    auto& d = lv_[l];
+    buffer<T, Space> tr(ctx_, d.d.size());
+    fill(*ctx_, tr.data(), tr.size(), T(0));
+    std::vector<item_copy> here, there;
+    transposes(d, here, there);
     copy_items(ctx_, d.d.data(), tr.data(), here, op::transpose);
     if (!there.empty()) copy_items(ctx_, d.rd.data(), tr.data(), there, op::transpose);
     if (d.d.size()) axpby_2d(*ctx_, d.d.size(), 1, T(0.5), tr.data(), d.d.size(), T(0.5), d.d.data(), d.d.size());
     ctx_->synchronize();
-    d.rd = buffer<T, Space>();
   }
 
-  // The parent level's samples: Omega^ = U^T Omega, Y^ = U^T (Y - sum_s D_ts Omega_s), each child's rows
-  // after its sibling's. Below the C-level into the own parents (then the ghosts' from their ranks);
-  // from the C-level into every top node's, summed over the ranks.
+  // The parent level's samples: Omega^ = V^T Omega, Y^ = U^T (Y - sum_s D_ts Omega_s) (and Psi^ =
+  // U^T Psi, Z^ = V^T (Z - sum_t D_ts^T Psi_t)), each child's rows after its sibling's. Below the
+  // C-level into the own parents (then the ghosts' Omega^ and Psi^ from their ranks); from the C-level
+  // into every top node's, summed over the ranks.
   void compress_samples(int l) {
     auto& d = lv_[l];
     auto& up = lv_[l - 1];
     const int s = s_, ld = d.ld;
     int upld = 1;
-    for (int g = 0; g < (1 << (l - 1)); ++g) upld = std::max(upld, ku_[l][std::size_t(2 * g)] + ku_[l][std::size_t(2 * g + 1)]);
+    for (int g = 0; g < (1 << (l - 1)); ++g)
+      upld = std::max({upld, ku_[l][std::size_t(2 * g)] + ku_[l][std::size_t(2 * g + 1)],
+                       kv_[l][std::size_t(2 * g)] + kv_[l][std::size_t(2 * g + 1)]});
     up.ld = upld;
     const std::int64_t ups = std::int64_t(s) * up.ld;
-    up.om = buffer<T, Space>(ctx_, std::size_t(std::max(up.nodes(), 1)) * ups);
-    up.y = buffer<T, Space>(ctx_, std::size_t(std::max(up.nodes(), 1)) * ups);
-    fill(*ctx_, up.om.data(), up.om.size(), T(0));
-    fill(*ctx_, up.y.data(), up.y.size(), T(0));
-    const panel in = samples(l, true), out = samples(l, false);
+    auto alloc = [&](buffer<T, Space>& b) {
+      b = buffer<T, Space>(ctx_, std::size_t(std::max(up.nodes(), 1)) * ups);
+      fill(*ctx_, b.data(), b.size(), T(0));
+    };
+    alloc(up.om), alloc(up.y);
+    if (!sym_) alloc(up.ps), alloc(up.z);
     int most = 0;
     for (int t = 0; t < d.own; ++t) most = std::max(most, d.f.ptr[t + 1] - d.f.ptr[t]);
     buffer<T, Space> e(ctx_, std::size_t(std::max<std::size_t>(d.f.col.size(), 1)) * ld * ld);
-    std::vector<item_gemm> hin, hout, be;
-    auto parent_at = [&](int t) {  // the own child t's block in the parent panels
+    // The own child t's block in a parent panel, below its sibling's k rows.
+    auto parent_at = [&](int t, const std::vector<int>& k) {
       const int g = d.global(t), j = g / 2;
-      const int row = (g & 1) ? ku_[l][std::size_t(g - 1)] : 0;
+      const int row = (g & 1) ? k[std::size_t(g - 1)] : 0;
       return std::int64_t(local(l - 1, j)) * ups + row;
     };
-    for (int t = 0; t < d.own; ++t) {
-      const std::int64_t at = parent_at(t);
-      hin.push_back({d.ku[t], s, d.nr[t], d.basis_at(t), in.at[t], at, ld, in.ld, up.ld});
-      hout.push_back({d.ku[t], s, d.nr[t], d.basis_at(t), out.at[t], at, ld, out.ld, up.ld});
-      for (int q = d.f.ptr[t]; q < d.f.ptr[t + 1]; ++q)
-        be.push_back({d.ku[t], d.nr[d.f.col[q]], d.nr[t], d.basis_at(t), d.pair(q), d.pair(q), ld, ld, ld});
-    }
-    gemm_items(ctx_, op::transpose, op::none, T(1), d.u.data(), in.base, T(0), up.om.data(), hin);
-    gemm_items(ctx_, op::transpose, op::none, T(1), d.u.data(), out.base, T(0), up.y.data(), hout);
-    gemm_items(ctx_, op::transpose, op::none, T(1), d.u.data(), d.d.data(), T(0), e.data(), be);
-    for (int j = 0; j < most; ++j) {
-      std::vector<item_gemm> es;
+    // One side: out^ = B^T out - sum_s (B^T op(D)) in_s into the parents' blocks (see
+    // one_sample_set_builder::compress_samples); op(D) = D_st^T (here or received) for M^T.
+    auto side = [&](const panel& in, const panel& out, const std::vector<int>& nin, const std::vector<int>& nout,
+                    const T* bin, const std::vector<int>& kin, const std::vector<int>& gin, const T* bout,
+                    const std::vector<int>& kout, const std::vector<int>& gout, bool mirror, buffer<T, Space>& to_in,
+                    buffer<T, Space>& to_out) {
+      std::vector<item_gemm> hin, hout, be, be_there;
       for (int t = 0; t < d.own; ++t) {
-        if (d.f.ptr[t] + j >= d.f.ptr[t + 1]) continue;
-        const int q = d.f.ptr[t] + j, c = d.f.col[q];
-        es.push_back({d.ku[t], s, d.nr[c], d.pair(q), in.at[c], parent_at(t), ld, in.ld, up.ld});
+        hin.push_back({kin[t], s, nin[t], d.basis_at(t), in.at[t], parent_at(t, gin), ld, in.ld, up.ld});
+        hout.push_back({kout[t], s, nout[t], d.basis_at(t), out.at[t], parent_at(t, gout), ld, out.ld, up.ld});
+        for (int q = d.f.ptr[t]; q < d.f.ptr[t + 1]; ++q) {
+          const int c = d.f.col[q];
+          if (!mirror) be.push_back({kout[t], nin[c], nout[t], d.basis_at(t), d.pair(q), d.pair(q), ld, ld, ld});
+          else if (d.f.mirror[q] >= 0) be.push_back({kout[t], nin[c], nout[t], d.basis_at(t), d.pair(d.f.mirror[q]), d.pair(q), ld, ld, ld});
+          else be_there.push_back({kout[t], nin[c], nout[t], d.basis_at(t), d.pair(d.slot[q]), d.pair(q), ld, ld, ld});
+        }
       }
-      gemm_items(ctx_, op::none, op::none, T(-1), e.data(), in.base, T(1), up.y.data(), es);
-    }
+      const op od = mirror ? op::transpose : op::none;
+      gemm_items(ctx_, op::transpose, op::none, T(1), bin, in.base, T(0), to_in.data(), hin);
+      gemm_items(ctx_, op::transpose, op::none, T(1), bout, out.base, T(0), to_out.data(), hout);
+      gemm_items(ctx_, op::transpose, od, T(1), bout, d.d.data(), T(0), e.data(), be);
+      gemm_items(ctx_, op::transpose, od, T(1), bout, d.rd.data(), T(0), e.data(), be_there);
+      for (int j = 0; j < most; ++j) {
+        std::vector<item_gemm> es;
+        for (int t = 0; t < d.own; ++t) {
+          if (d.f.ptr[t] + j >= d.f.ptr[t + 1]) continue;
+          const int q = d.f.ptr[t] + j, c = d.f.col[q];
+          es.push_back({kout[t], s, nin[c], d.pair(q), in.at[c], parent_at(t, gout), ld, in.ld, up.ld});
+        }
+        gemm_items(ctx_, op::none, op::none, T(-1), e.data(), in.base, T(1), to_out.data(), es);
+      }
+    };
+    const T* u = d.u.data();
+    const T* v = sym_ ? u : d.v.data();
+    side(samples(l, true, false), samples(l, false, false), d.nc, d.nr, v, d.kv, kv_[l], u, d.ku, ku_[l], false, up.om, up.y);
+    if (!sym_)
+      side(samples(l, true, true), samples(l, false, true), d.nr, d.nc, u, d.ku, ku_[l], v, d.kv, kv_[l], true, up.ps, up.z);
     ctx_->synchronize();
     if (up.top && !d.top) {  // the C-level's into the top: every row from one rank, the rest zero
-      sum_over_ranks(up.om), sum_over_ranks(up.y);
-    } else if (!up.top) {  // the ghosts' compressed samples (their Omega^ alone is read here)
-      std::vector<message<T, Space>> outm, inm;
-      for (std::size_t i = 0; i < up.peers.size(); ++i) {
-        std::vector<block_ref> send, receive;
-        for (int t : up.send_nodes[i]) send.push_back({nr_of(l - 1, t), s, std::int64_t(t) * ups, up.ld});
-        for (int t : up.recv_nodes[i]) receive.push_back({nr_of(l - 1, t), s, std::int64_t(t) * ups, up.ld});
-        outm.push_back(pack(up.om.data(), send));
-        inm.emplace_back(ctx_, std::size_t(values(receive)));
-      }
-      swap(up, outm, inm);
-      for (std::size_t i = 0; i < up.peers.size(); ++i) {
-        std::vector<block_ref> receive;
-        for (int t : up.recv_nodes[i]) receive.push_back({nr_of(l - 1, t), s, std::int64_t(t) * ups, up.ld});
-        unpack(inm[i], up.om.data(), receive);
-      }
-      ctx_->synchronize();
+      for (auto* b : {&up.om, &up.y, &up.ps, &up.z})
+        if (b->size()) sum_over_ranks(*b);
+    } else if (!up.top) {  // the ghosts' compressed samples (their Omega^ and Psi^ alone are read here)
+      auto blocks = [&](const std::vector<int>& nodes) {
+        std::vector<block_ref> om, ps;
+        for (int t : nodes) {
+          om.push_back({rows_of(kv_, l - 1, t), s, std::int64_t(t) * ups, up.ld});
+          if (!sym_) ps.push_back({rows_of(ku_, l - 1, t), s, std::int64_t(t) * ups, up.ld});
+        }
+        return std::vector<block_group>{{up.om.data(), om}, {up.ps.data(), ps}};
+      };
+      exchange(
+          up, [&](std::size_t i) { return blocks(up.send_nodes[i]); }, [&](std::size_t i) { return blocks(up.recv_nodes[i]); });
     }
-  }
-  int nr_of(int l, int t) const {  // rows of local node t of level l < L: its children's ranks
-    const int g = lv_[l].global(t);
-    return ku_[l + 1][std::size_t(2 * g)] + ku_[l + 1][std::size_t(2 * g + 1)];
   }
 
   void sum_over_ranks(buffer<T, Space>& b) {
@@ -817,32 +642,36 @@ class distributed_sample_builder {
     return root();
   }
 
+  // The root's D = Y Omega^+ (the compressed matrix of the two top nodes, whole).
   int root() {
     auto& d = lv_[0];
-    d.nr.assign(std::size_t(d.nodes()), 0);
-    for (int t = 0; t < d.nodes(); ++t) d.nr[t] = nr_of(0, t);
-    d.ld = std::max(1, ku_[1][0] + ku_[1][1]);
+    d.nr.assign(std::size_t(d.nodes()), 0), d.nc.assign(std::size_t(d.nodes()), 0);
+    for (int t = 0; t < d.nodes(); ++t) d.nr[t] = rows_of(ku_, 0, t), d.nc[t] = rows_of(kv_, 0, t);
+    d.ld = std::max({1, d.nr[0], d.nc[0]});
     near_layout(0);
     int more = 0;
-    for (int t = 0; t < d.own; ++t) more = std::max(more, short_of(d.nr[t]));
+    for (int t = 0; t < d.own; ++t) more = std::max(more, short_of(d.wr[t]));
     if ((more = largest(more))) return more;
-    ku_[0].assign(1, 0);
-    d.ku.assign(std::size_t(d.nodes()), 0);
+    ku_[0].assign(1, 0), kv_[0].assign(1, 0);
+    d.ku.assign(std::size_t(d.nodes()), 0), d.kv.assign(std::size_t(d.nodes()), 0);
     buffer<T, Space> g;
     agree(rank_failure::of([&] {
-      if (d.own > 0) project(0, d, g, false, nullptr);
+      if (d.own > 0) project_side(0, 0, g, nullptr, nullptr, 1);
     }));
-    d.d = std::move(g);  // node 0's block is pair 0's (nearw == its rows, ld of them)
-    if (d.own > 0) symmetrize(0);
+    d.d = std::move(g);  // node 0's block is pair 0's (nearw == its columns, ld rows)
+    if (d.own > 0 && sym_) {
+      d.rd = buffer<T, Space>();
+      symmetrize(0);
+    }
     return 0;
   }
 
-  // The distributed matrix: bases from U, top-down the near pairs' cores split into the children's
-  // coupling blocks and cores, dense leaves D + U C V^T; uniform ranks per level (zero columns past a
-  // node's), the layout of the operator's matrix.
+  // The distributed matrix: bases from U (and V), top-down the near pairs' cores split into the
+  // children's coupling blocks and cores, dense leaves D + U C V^T; uniform ranks per level (zero
+  // columns past a node's), the layout of the operator's matrix.
   distributed_data<T, Space> assemble() {
     distributed_data<T, Space> H;
-    H.comm = A_.comm, H.dist = D_, H.ctx = ctx_, H.structure = A_.structure, H.m_max = m_, H.symmetric = true;
+    H.comm = A_.comm, H.dist = D_, H.ctx = ctx_, H.structure = A_.structure, H.m_max = m_, H.symmetric = sym_;
     H.top_level = A_.top_level;
     const auto& blocks = A_.structure.blocks();
     for (int l = 0; l < c_; ++l) H.top_arrays.emplace_back(ctx_, blocks.coupling[l]);
@@ -852,39 +681,45 @@ class distributed_sample_builder {
     H.padded_to_local = clone(A_.padded_to_local);
     H.local_indices = A_.local_indices;
     std::vector<int> r(std::size_t(L_) + 1, 0);
-    for (int l = 1; l <= L_; ++l) r[l] = *std::max_element(ku_[l].begin(), ku_[l].end());
+    for (int l = 1; l <= L_; ++l)
+      r[l] = std::max(*std::max_element(ku_[l].begin(), ku_[l].end()), *std::max_element(kv_[l].begin(), kv_[l].end()));
     H.rank = r;
     const int S = D_.slots();
     for (int s = 0; s < S; ++s) H.unit.push_back(s == S - 1 ? m_ : r[c_ + s]);
 
-    // Bases.
-    auto basis = std::make_shared<basis_share<T, Space>>();
-    basis->orthonormal = true;
-    {
+    // Bases: the rows' from U (ku), the columns' from V (kv).
+    auto basis = [&](bool col) {
+      const auto& k = col ? kv_ : ku_;
+      auto B = std::make_shared<basis_share<T, Space>>();
+      B->orthonormal = true;
       const auto& d = lv_[L_];
-      basis->leaves = buffer<T, Space>(ctx_, std::size_t(d.own) * m_ * r[L_]);
-      fill(*ctx_, basis->leaves.data(), basis->leaves.size(), T(0));
+      B->leaves = buffer<T, Space>(ctx_, std::size_t(d.own) * m_ * r[L_]);
+      fill(*ctx_, B->leaves.data(), B->leaves.size(), T(0));
       std::vector<item_copy> items;
-      for (int t = 0; t < d.own; ++t) items.push_back({d.nr[t], d.ku[t], d.basis_at(t), std::int64_t(t) * m_ * r[L_], d.ld, m_});
-      copy_items(ctx_, d.u.data(), basis->leaves.data(), items);
-    }
-    basis->transfers.resize(std::size_t(L_) + 1);
-    for (int l = 1; l <= L_; ++l) {
-      const auto& pd = lv_[l - 1];
-      const int parents = pd.own, rc = r[l], rp = r[l - 1];
-      basis->transfers[l] = buffer<T, Space>(ctx_, std::size_t(parents) * 2 * rc * rp);
-      fill(*ctx_, basis->transfers[l].data(), basis->transfers[l].size(), T(0));
-      if (l == 1 || rc == 0 || rp == 0) continue;  // the root has no basis
-      std::vector<item_copy> items;
-      for (int j = 0; j < parents; ++j) {
-        const int g = pd.global(j), k0 = ku_[l][std::size_t(2 * g)], k1 = ku_[l][std::size_t(2 * g + 1)], kp = pd.ku[j];
-        const std::int64_t at = std::int64_t(j) * 2 * rc * rp;
-        items.push_back({k0, kp, pd.basis_at(j), at, pd.ld, 2 * rc});
-        items.push_back({k1, kp, pd.basis_at(j) + k0, at + rc, pd.ld, 2 * rc});
+      for (int t = 0; t < d.own; ++t)
+        items.push_back({(col ? d.nc : d.nr)[t], (col ? d.kv : d.ku)[t], d.basis_at(t), std::int64_t(t) * m_ * r[L_], d.ld, m_});
+      copy_items(ctx_, col ? d.col_basis() : d.u.data(), B->leaves.data(), items);
+      B->transfers.resize(std::size_t(L_) + 1);
+      for (int l = 1; l <= L_; ++l) {
+        const auto& pd = lv_[l - 1];
+        const int parents = pd.own, rc = r[l], rp = r[l - 1];
+        B->transfers[l] = buffer<T, Space>(ctx_, std::size_t(parents) * 2 * rc * rp);
+        fill(*ctx_, B->transfers[l].data(), B->transfers[l].size(), T(0));
+        if (l == 1 || rc == 0 || rp == 0) continue;  // the root has no basis
+        items.clear();
+        for (int j = 0; j < parents; ++j) {
+          const int g = pd.global(j), k0 = k[l][std::size_t(2 * g)], k1 = k[l][std::size_t(2 * g + 1)];
+          const int kp = (col ? pd.kv : pd.ku)[j];
+          const std::int64_t at = std::int64_t(j) * 2 * rc * rp;
+          items.push_back({k0, kp, pd.basis_at(j), at, pd.ld, 2 * rc});
+          items.push_back({k1, kp, pd.basis_at(j) + k0, at + rc, pd.ld, 2 * rc});
+        }
+        copy_items(ctx_, col ? pd.col_basis() : pd.u.data(), B->transfers[l].data(), items);
       }
-      copy_items(ctx_, pd.u.data(), basis->transfers[l].data(), items);
-    }
-    H.row_basis = H.col_basis = basis;
+      return B;
+    };
+    H.row_basis = basis(false);
+    H.col_basis = sym_ ? H.row_basis : basis(true);
 
     // Coupling blocks (ld r[l]) where they are stored: the top's by global index, the own rows' in
     // their split order.
@@ -906,6 +741,8 @@ class distributed_sample_builder {
       H.blocks.emplace_back(ctx_, std::size_t(H.split_host[s].diag.blocks() + H.split_host[s].off.blocks()) * u * u);
       fill(*ctx_, H.blocks.back().data(), H.blocks.back().size(), T(0));
     }
+    // Per near pair (j, i) of a parent level and row child a: E_a C_ji (ku(a) x kv(i)); then per child
+    // pair (a, b) its block of D_ji plus that times F_b^T, into the coupling block or the core.
     std::vector<buffer<T, Space>> C(static_cast<std::size_t>(L_) + 1);
     for (int l = 1; l <= L_; ++l) {
       const auto& d = lv_[l];
@@ -920,7 +757,9 @@ class distributed_sample_builder {
       std::vector<item_gemm> g1, gc, gs;
       std::vector<item_copy> cc, cs;
       const auto& ku = ku_[l];
-      const auto& kp = ku_[l - 1];
+      const auto& kv = kv_[l];
+      const auto& kup = ku_[l - 1];
+      const auto& kvp = kv_[l - 1];
       for (int jl = 0; jl < pd.own; ++jl) {
         const int j = pd.global(jl);
         for (int q = pd.f.ptr[jl]; q < pd.f.ptr[jl + 1]; ++q) {
@@ -930,9 +769,11 @@ class distributed_sample_builder {
             if (!d.top && (a < d.b0 || a >= d.b0 + d.own)) continue;  // another rank's row (the C-level)
             const int al = a - d.b0, ro = ha ? ku[std::size_t(a - 1)] : 0;
             const std::int64_t et = (std::int64_t(q) * 2 + ha) * ecs;
-            if (l > 1) g1.push_back({ku[std::size_t(a)], kp[std::size_t(i)], kp[std::size_t(j)], pd.basis_at(jl) + ro, pd.pair(q), et, pd.ld, pd.ld, d.ld});
+            if (l > 1)
+              g1.push_back({ku[std::size_t(a)], kvp[std::size_t(i)], kup[std::size_t(j)], pd.basis_at(jl) + ro, pd.pair(q), et,
+                            pd.ld, pd.ld, d.ld});
             for (int hb = 0; hb < 2; ++hb) {
-              const int b = 2 * i + hb, co = hb ? ku[std::size_t(b - 1)] : 0;
+              const int b = 2 * i + hb, co = hb ? kv[std::size_t(b - 1)] : 0;
               const std::int64_t src = pd.pair(q) + ro + std::int64_t(co) * pd.ld;
               const int blk = int(std::find(adm.col.begin() + adm.row_ptr[a], adm.col.begin() + adm.row_ptr[a + 1], b) - adm.col.begin());
               std::int64_t dst;
@@ -947,9 +788,10 @@ class distributed_sample_builder {
                 if (e < 0) throw invalid_argument("hara: a block of the structure is neither admissible nor near");
                 is_coupling = false, dst = d.pair(e), ldd = d.ld;
               }
-              (is_coupling ? cs : cc).push_back({ku[std::size_t(a)], ku[std::size_t(b)], src, dst, pd.ld, ldd});
+              (is_coupling ? cs : cc).push_back({ku[std::size_t(a)], kv[std::size_t(b)], src, dst, pd.ld, ldd});
               if (l > 1)
-                (is_coupling ? gs : gc).push_back({ku[std::size_t(a)], ku[std::size_t(b)], kp[std::size_t(i)], et, pd.basis_at(il) + co, dst, d.ld, pd.ld, ldd});
+                (is_coupling ? gs : gc)
+                    .push_back({ku[std::size_t(a)], kv[std::size_t(b)], kvp[std::size_t(i)], et, pd.basis_at(il) + co, dst, d.ld, pd.ld, ldd});
             }
           }
         }
@@ -958,8 +800,8 @@ class distributed_sample_builder {
       copy_items(ctx_, pd.d.data(), coupling, cs);
       if (l > 1) {
         gemm_items(ctx_, op::none, op::none, T(1), pd.u.data(), C[l - 1].data(), T(0), ec.data(), g1);
-        gemm_items(ctx_, op::none, op::transpose, T(1), ec.data(), pd.u.data(), T(1), C[l].data(), gc);
-        gemm_items(ctx_, op::none, op::transpose, T(1), ec.data(), pd.u.data(), T(1), coupling, gs);
+        gemm_items(ctx_, op::none, op::transpose, T(1), ec.data(), pd.col_basis(), T(1), C[l].data(), gc);
+        gemm_items(ctx_, op::none, op::transpose, T(1), ec.data(), pd.col_basis(), T(1), coupling, gs);
       }
       ctx_->synchronize();
     }
@@ -976,13 +818,13 @@ class distributed_sample_builder {
           const int at = position[std::size_t(sd)][std::size_t(d.pair0 + q)];
           require(at >= 0, "distributed hara: a dense block outside this rank's rows");
           const std::int64_t e = std::int64_t(at) * m_ * m_;
-          cd.push_back({d.nr[a], d.nr[b], d.pair(q), e, d.ld, m_});
-          g1.push_back({d.nr[a], d.ku[b], d.ku[a], d.basis_at(a), d.pair(q), d.pair(q), d.ld, d.ld, d.ld});
-          g2.push_back({d.nr[a], d.nr[b], d.ku[b], d.pair(q), d.basis_at(b), e, d.ld, d.ld, m_});
+          cd.push_back({d.nr[a], d.nc[b], d.pair(q), e, d.ld, m_});
+          g1.push_back({d.nr[a], d.kv[b], d.ku[a], d.basis_at(a), d.pair(q), d.pair(q), d.ld, d.ld, d.ld});
+          g2.push_back({d.nr[a], d.nc[b], d.kv[b], d.pair(q), d.basis_at(b), e, d.ld, d.ld, m_});
         }
       copy_items(ctx_, d.d.data(), H.blocks[std::size_t(sd)].data(), cd);
       gemm_items(ctx_, op::none, op::none, T(1), d.u.data(), C[L_].data(), T(0), uc.data(), g1);
-      gemm_items(ctx_, op::none, op::transpose, T(1), uc.data(), d.u.data(), T(1), H.blocks[std::size_t(sd)].data(), g2);
+      gemm_items(ctx_, op::none, op::transpose, T(1), uc.data(), d.col_basis(), T(1), H.blocks[std::size_t(sd)].data(), g2);
       ctx_->synchronize();
     }
     build_peer_rows(H);
@@ -995,12 +837,13 @@ class distributed_sample_builder {
   const partition& D_;
   context_ptr<Space> ctx_;
   hara_parameters p_;
+  bool sym_;
   std::vector<near_field> near_;
   int L_ = 0, c_ = 0, m_ = 1, cap_ = 512, s_ = 0;
   std::vector<int> leaf_;
   std::vector<level_data> lv_;
-  std::vector<std::vector<int>> ku_;  // per level, every node's rank
-  buffer<T, Space> omega_, y_;
+  std::vector<std::vector<int>> ku_, kv_;  // per level, every node's ranks (U's, V's)
+  buffer<T, Space> omega_, y_, psi_, z_;
   double norm_ = 0, energy_ = 0;
   int columns_ = 0;
   std::int64_t bytes_sent_ = 0, messages_sent_ = 0;
@@ -1013,8 +856,8 @@ namespace h2expr {
 // Collective: hara(M, tol) of a distributed operand (a distributed H2 matrix or an expression of them:
 // A * A, A + B, ...), distributed like its first matrix, from the same samples, the same construction and
 // the same final recompression as in one process (randomized/hara_one_sample_set.hpp), each rank on its
-// share. Symmetric operators (A * A of a symmetric A, sums of symmetric ones): the construction of a
-// general one (a second set of samples of M^T) is not distributed yet and raises invalid_argument.
+// share. A symmetric operator (A * A of a symmetric A, sums of symmetric ones) gives a symmetric matrix
+// with one basis; a general one (A * B, transposes, ...) samples M^T too and gives two bases.
 // options.structure must be empty (the operand's is used); the report's levels are not filled (samples,
 // norm_estimate and the seconds are).
 template <distributed::operand E>
@@ -1037,9 +880,6 @@ auto hara(const E& op, double tol, const hara_options<typename std::remove_cvref
     bad = {detail::rank_failure::invalid, "hara_options: converge_samples must be >= 1 (got " + std::to_string(o.converge_samples) + ")"};
   else if (!o.structure.empty())
     bad = {detail::rank_failure::invalid, "distributed hara: options.structure must be empty (the operand's split is used)"};
-  else if (!M.symmetric())
-    bad = {detail::rank_failure::invalid, "distributed hara: the operator is not known to be symmetric (only symmetric "
-                                          "operators are built on the ranks so far)"};
   comm.agree("distributed hara",
              {{"the tolerance", detail::bits_of(tol)}, {"max_rank", o.max_rank}, {"block_size", o.block_size},
               {"converge_samples", o.converge_samples}, {"the seed", std::int64_t(o.seed)}},
@@ -1053,7 +893,8 @@ auto hara(const E& op, double tol, const hara_options<typename std::remove_cvref
   for (int l = 1; l <= H.depth(); ++l) harmonic += 1.0 / l;
   const double e = 0.5 * tol * built.norm_estimate;
   compress_report crep;
-  detail::distributed_recompress(H, detail::frobenius_share_over_ranks{e * e / std::max(harmonic, 1.0) / 2}, crep);
+  // A symmetric result's shared basis is weighed by its rows alone: half the mass (weights_from_rows_alone).
+  detail::distributed_recompress(H, detail::keep_frobenius_share{e * e / std::max(harmonic, 1.0) / (H.symmetric ? 2 : 1)}, crep);
   distributed::h2_matrix<T, Space> P;
   detail::distributed_access::data(P) = std::move(H);
   const double compress_seconds = std::chrono::duration<double>(clock::now() - tc).count();

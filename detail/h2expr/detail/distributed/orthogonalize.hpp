@@ -81,42 +81,46 @@ distributed_traffic distributed_orthogonalize(distributed_data<T, Space>& A) {
   const auto& tree = A.structure.row_tree();
   const auto& blocks = A.structure.blocks();
   const std::vector<int> k = A.rank, r = orthogonal_ranks(A.rank, m);
-  rank_failure bad;
-  if (A.row_basis != A.col_basis) bad = {rank_failure::invalid, "orthogonalize: a distributed matrix with two bases"};
-  comm.agree("distributed orthogonalize", {{"the depth", L}, {"the leaf rank", k[L]}, {"the root rank", k[0]}}, bad);
-  const basis_share<T, Space>& B = *A.row_basis;
+  comm.agree("distributed orthogonalize", {{"the depth", L}, {"the leaf rank", k[L]}, {"the root rank", k[0]}}, {});
+  // Two bases (U, V) each on its own; the blocks' columns take V's factors, whose ghosts' travel.
+  const bool two = A.row_basis != A.col_basis;
+  const int sides = two ? 2 : 1, cb = sides - 1;
+  const basis_share<T, Space>* B[2] = {A.row_basis.get(), A.col_basis.get()};
 
   // The new bases and blocks are built beside the old ones and replace them only once every rank has
   // them: a failure anywhere leaves the matrix as it was, on every rank.
-  buffer<T, Space> leaves;
-  std::vector<buffer<T, Space>> transfers(L + 1), top_coupling(c), new_blocks(S - 1);
-  // R[l], l >= c: the own nodes' R factors (k_l x k_l each), then the ghosts' (received below).
-  std::vector<buffer<T, Space>> R(L + 1), Rtop(c + 1);
+  buffer<T, Space> leaves[2];
+  std::vector<buffer<T, Space>> transfers[2], top_coupling(c), new_blocks(S - 1);
+  // R[b][l], l >= c: the own nodes' R factors (k_l x k_l each), then (the columns' side) the ghosts'.
+  std::vector<buffer<T, Space>> R[2], Rtop[2];
+  for (int b = 0; b < 2; ++b) transfers[b].resize(L + 1), R[b].resize(L + 1), Rtop[b].resize(c + 1);
   std::vector<message<T, Space>> sends, receives;
   const std::int64_t kkc = std::int64_t(k[c]) * k[c];
   std::vector<int> counts(static_cast<std::size_t>(D.ranks));
-  message<T, Space> mine(ctx, 0), all(ctx, 0);
+  std::vector<message<T, Space>> mine, all;
   pending messages;
   const rank_failure local = rank_failure::of([&] {
-    for (int l = c; l <= L; ++l) {
-      R[l] = buffer<T, Space>(ctx, std::size_t(D.count(l) + A.splits[l - c].ghosts) * k[l] * k[l]);
-      require(R[l].size() <= std::size_t(INT32_MAX), "distributed orthogonalize: a rank's R factors of one level pass 2^31 - 1 values");
-    }
-    leaves = clone(B.leaves);
-    if (D.count(L) > 0 && k[L] > 0) {
-      std::vector<int> sizes(static_cast<std::size_t>(D.count(L)));
-      for (int a = 0; a < D.count(L); ++a) sizes[a] = tree.size(cluster_tree::level_begin(L) + D.begin(L) + a);
-      qr_strided<T, Space>(ctx, leaves.data(), std::int64_t(m) * k[L], m, sizes, k[L], R[L].data(), k[L]);
-      if (r[L] < k[L]) {
-        buffer<T, Space> trimmed(ctx, std::size_t(D.count(L)) * m * r[L]);
-        if (r[L] > 0) copy_2d(*ctx, std::size_t(m) * r[L], std::size_t(D.count(L)), leaves.data(), std::size_t(m) * k[L],
-                              trimmed.data(), std::size_t(m) * r[L]);
-        leaves = std::move(trimmed);
+    for (int b = 0; b < sides; ++b) {
+      for (int l = c; l <= L; ++l) {
+        R[b][l] = buffer<T, Space>(ctx, std::size_t(D.count(l) + A.splits[l - c].ghosts) * k[l] * k[l]);
+        require(R[b][l].size() <= std::size_t(INT32_MAX), "distributed orthogonalize: a rank's R factors of one level pass 2^31 - 1 values");
       }
+      leaves[b] = clone(B[b]->leaves);
+      if (D.count(L) > 0 && k[L] > 0) {
+        std::vector<int> sizes(static_cast<std::size_t>(D.count(L)));
+        for (int a = 0; a < D.count(L); ++a) sizes[a] = tree.size(cluster_tree::level_begin(L) + D.begin(L) + a);
+        qr_strided<T, Space>(ctx, leaves[b].data(), std::int64_t(m) * k[L], m, sizes, k[L], R[b][L].data(), k[L]);
+        if (r[L] < k[L]) {
+          buffer<T, Space> trimmed(ctx, std::size_t(D.count(L)) * m * r[L]);
+          if (r[L] > 0) copy_2d(*ctx, std::size_t(m) * r[L], std::size_t(D.count(L)), leaves[b].data(), std::size_t(m) * k[L],
+                                trimmed.data(), std::size_t(m) * r[L]);
+          leaves[b] = std::move(trimmed);
+        }
+      }
+      for (int l = L; l > c; --l)
+        transfers[b][l] = orthogonalize_transfers(ctx, R[b][l].data(), B[b]->transfers[l], D.count(l - 1), k[l], k[l - 1], r[l],
+                                                  r[l - 1], R[b][l - 1].data());
     }
-    for (int l = L; l > c; --l)
-      transfers[l] = orthogonalize_transfers(ctx, R[l].data(), B.transfers[l], D.count(l - 1), k[l], k[l - 1], r[l],
-                                             r[l - 1], R[l - 1].data());
     // The own R factors the neighbours' blocks need, every level's one after the other.
     for (const auto& p : A.peers) {
       std::vector<int> rows;
@@ -134,7 +138,7 @@ distributed_traffic distributed_orthogonalize(distributed_data<T, Space>& A) {
       std::int64_t at = 0;
       for (int s = 0; s + 1 < S; ++s) {  // slot by slot: each level's R in its own buffer
         const std::int64_t kk = std::int64_t(k[c + s]) * k[c + s], n = std::int64_t(p.send[s].size()) * kk;
-        if (n > 0) gather_rows(*ctx, map.data() + at, n, R[c + s].data(), std::max<std::int64_t>(std::int64_t(R[c + s].size()), 1),
+        if (n > 0) gather_rows(*ctx, map.data() + at, n, R[cb][c + s].data(), std::max<std::int64_t>(std::int64_t(R[cb][c + s].size()), 1),
                                sends.back().data() + at, n, 1);
         at += n;
       }
@@ -143,10 +147,12 @@ distributed_traffic distributed_orthogonalize(distributed_data<T, Space>& A) {
     if (c > 0) {  // the allgather's buffers, made before the check
       require((std::int64_t(1) << c) * kkc <= INT_MAX, "distributed orthogonalize: the C-level R factors pass 2^31 - 1 values");
       for (int q = 0; q < D.ranks; ++q) counts[q] = int((D.first[q + 1] - D.first[q]) * kkc);
-      mine = message<T, Space>(ctx, std::size_t(counts[D.rank]));
-      all = message<T, Space>(ctx, (std::size_t(1) << c) * kkc);
-      copy(*ctx, R[c].data(), mine.data(), mine.size());
-      mine.before_send();
+      for (int b = 0; b < sides; ++b) {
+        mine.emplace_back(ctx, std::size_t(counts[D.rank]));
+        all.emplace_back(ctx, (std::size_t(1) << c) * kkc);
+        copy(*ctx, R[b][c].data(), mine[b].data(), mine[b].size());
+        mine[b].before_send();
+      }
     }
   });
   comm.agree("distributed orthogonalize", {}, local);
@@ -157,20 +163,23 @@ distributed_traffic distributed_orthogonalize(distributed_data<T, Space>& A) {
       traffic.bytes_sent += std::int64_t(sends[i].size() * sizeof(T)), ++traffic.messages_sent;
     }
   }
-  if (c > 0) comm.allgather(mine.mpi(), counts, all.mpi()), traffic.allgather_bytes += std::int64_t(mine.size() * sizeof(T));
+  if (c > 0)
+    for (int b = 0; b < sides; ++b)
+      comm.allgather(mine[b].mpi(), counts, all[b].mpi()), traffic.allgather_bytes += std::int64_t(mine[b].size() * sizeof(T));
 
   const rank_failure tail = rank_failure::of([&] {
     // The top, on every rank: all C-level R factors, then the same recursion on the replicated transfers.
-    if (c > 0) {
-      all.after_receive();
-      Rtop[c] = buffer<T, Space>(ctx, all.size());
-      copy(*ctx, all.data(), Rtop[c].data(), all.size());
-      for (int l = c; l >= 1; --l) {
-        Rtop[l - 1] = buffer<T, Space>(ctx, (std::size_t(1) << (l - 1)) * k[l - 1] * k[l - 1]);
-        transfers[l] = orthogonalize_transfers(ctx, Rtop[l].data(), B.transfers[l], 1 << (l - 1), k[l], k[l - 1], r[l],
-                                               r[l - 1], Rtop[l - 1].data());
+    if (c > 0)
+      for (int b = 0; b < sides; ++b) {
+        all[b].after_receive();
+        Rtop[b][c] = buffer<T, Space>(ctx, all[b].size());
+        copy(*ctx, all[b].data(), Rtop[b][c].data(), all[b].size());
+        for (int l = c; l >= 1; --l) {
+          Rtop[b][l - 1] = buffer<T, Space>(ctx, (std::size_t(1) << (l - 1)) * k[l - 1] * k[l - 1]);
+          transfers[b][l] = orthogonalize_transfers(ctx, Rtop[b][l].data(), B[b]->transfers[l], 1 << (l - 1), k[l], k[l - 1],
+                                                    r[l], r[l - 1], Rtop[b][l - 1].data());
+        }
       }
-    }
     messages.wait();
     for (std::size_t i = 0; i < A.peers.size(); ++i) {
       receives[i].after_receive();
@@ -179,16 +188,17 @@ distributed_traffic distributed_orthogonalize(distributed_data<T, Space>& A) {
         const std::int64_t kk = std::int64_t(k[c + s]) * k[c + s];
         const auto [g0, g1] = A.peers[i].receive[s];
         const std::int64_t n = std::int64_t(g1 - g0) * kk;
-        if (n > 0) copy(*ctx, receives[i].data() + at, R[c + s].data() + (std::int64_t(D.count(c + s)) + g0) * kk, std::size_t(n));
+        if (n > 0) copy(*ctx, receives[i].data() + at, R[cb][c + s].data() + (std::int64_t(D.count(c + s)) + g0) * kk, std::size_t(n));
         at += n;
       }
     }
-    // S_ts := R_t S_ts R_s^T: the top's blocks, then the own block rows (columns: own, then ghosts).
+    // S_ts := R_t S_ts R_s^T (R_s: V's when two): the top's blocks, then the own block rows (columns:
+    // own, then ghosts).
     for (int l = 0; l < c; ++l) {
       const auto& lv = blocks.coupling[l];
       std::vector<int> rows(lv.blocks());
       for (int t = 0; t < lv.level_size(); ++t) std::fill(rows.begin() + lv.row_ptr[t], rows.begin() + lv.row_ptr[t + 1], t);
-      top_coupling[l] = project_blocks(ctx, A.top_coupling[l].data(), Rtop[l].data(), Rtop[l].data(), rows, lv.col, k[l], r[l]);
+      top_coupling[l] = project_blocks(ctx, A.top_coupling[l].data(), Rtop[0][l].data(), Rtop[cb][l].data(), rows, lv.col, k[l], r[l]);
     }
     for (int s = 0; s + 1 < S; ++s) {
       const int l = c + s, n = D.count(l);
@@ -198,15 +208,17 @@ distributed_traffic distributed_orthogonalize(distributed_data<T, Space>& A) {
         for (int t = 0; t < n; ++t)
           for (int b = part->row_ptr[t]; b < part->row_ptr[t + 1]; ++b)
             rows.push_back(t), cols.push_back(part == &sp.diag ? part->col[b] : n + part->col[b]);
-      new_blocks[s] = project_blocks(ctx, A.blocks[s].data(), R[l].data(), R[l].data(), rows, cols, k[l], r[l]);
+      new_blocks[s] = project_blocks(ctx, A.blocks[s].data(), R[0][l].data(), R[cb][l].data(), rows, cols, k[l], r[l]);
     }
   });
   comm.agree("distributed orthogonalize", {}, tail);
 
-  basis_share<T, Space>& basis = *A.row_basis;
-  basis.leaves = std::move(leaves);
-  for (int l = 1; l <= L; ++l) basis.transfers[l] = std::move(transfers[l]);
-  basis.orthonormal = true;
+  for (int b = 0; b < sides; ++b) {
+    basis_share<T, Space>& basis = b == 0 ? *A.row_basis : *A.col_basis;
+    basis.leaves = std::move(leaves[b]);
+    for (int l = 1; l <= L; ++l) basis.transfers[l] = std::move(transfers[b][l]);
+    basis.orthonormal = true;
+  }
   A.top_coupling = std::move(top_coupling);
   for (int s = 0; s + 1 < S; ++s) A.blocks[s] = std::move(new_blocks[s]), A.unit[s] = r[c + s];
   A.rank = r;

@@ -66,10 +66,15 @@ struct keep_frobenius_share {
   double budget2;
   template <class T>
   std::vector<int> operator()(int level, const std::vector<T>& sigma, int k) const {
-    const std::size_t nodes = sigma.size() / std::size_t(std::max(k, 1));
-    std::vector<int> r(nodes, 0);
     double total = 0;
     for (T s : sigma) total += double(s) * double(s);
+    return (*this)(level, sigma, k, total);
+  }
+  // With the level's total given (a distributed level's: over every rank's nodes).
+  template <class T>
+  std::vector<int> operator()(int level, const std::vector<T>& sigma, int k, double total) const {
+    const std::size_t nodes = sigma.size() / std::size_t(std::max(k, 1));
+    std::vector<int> r(nodes, 0);
     if (total == 0) return r;
     for (std::size_t t = 0; t < nodes; ++t) {
       double z2 = 0;
