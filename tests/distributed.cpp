@@ -402,14 +402,14 @@ void expect_hara_matches(const Kernel& kernel, int n, const build_options& bo, c
       std::printf("hara(A A) %.0e, %s, %d ranks: error %.2e, %d samples, ranks", eps, what, world_size(), e, rep.samples);
       for (int v : P.basis_ranks()) std::printf(" %d", v);
     }
-    // Against one process's hara (the same samples, the same construction), at the coarsest tolerance
-    // (one round of samples: the same result to rounding; further rounds keep finished levels in one
-    // process and rebuild them on the ranks, within the tolerance of each other).
-    if (eps == tols.front()) {
+    // Against one process's hara (the same samples, the same construction, rounds that keep the
+    // finished levels alike): the same result to rounding, magnified only where a singular value lies
+    // at a truncation's threshold (then within the tolerance).
+    {
       const auto Ps = hara(S * S, eps, {.seed = seed});
       const dense<T> Ys = rows_of(to_dense(detail::multiply(Ps, detail::op::none, matrix<T, host>(X))), idx);
       const double apart = global_error(Y, Ys);
-      EXPECT_LT(apart, 2 * eps) << what << ", tol " << eps;
+      EXPECT_LT(apart, std::max(tol<T>(1000), 0.1 * eps)) << what << ", tol " << eps;
       if (world_rank() == 0) {
         std::printf("; one process's hara is %.1e apart, ranks", apart);
         for (int v : Ps.ranks()) std::printf(" %d", v);
@@ -421,7 +421,7 @@ void expect_hara_matches(const Kernel& kernel, int n, const build_options& bo, c
 
 TYPED_TEST(distributed_test, hara_matches_one_process) {
   using T = TypeParam;
-  // 1e-2 takes one round of samples (then one process's result to rounding), the finer one more.
+  // 1e-2 takes one round of samples, the finer one (3D) more: both one process's result to rounding.
   std::vector<double> tols = std::is_same_v<T, float> ? std::vector<double>{1e-2, 1e-3} : std::vector<double>{1e-2, 1e-4};
   if (quick()) tols.resize(1);
   expect_hara_matches<T, 2>(kernels::exponential{0.2}, 2000, {.leaf_size = 32}, tols, "2D exponential", 51);
@@ -449,15 +449,15 @@ void expect_general_hara_matches(int n, const build_options& bo, double eps, con
   EXPECT_EQ(rep.samples, reps.samples) << what << ": samples of M and M^T, as one process draws";
   const double e = relative_error(P, A * B, 10, seed + 2);
   EXPECT_LT(e, 2 * eps) << what;
-  // Products with P and P^T against one process's hara (the same samples and construction: one round
-  // of samples gives the same matrix to rounding, more rounds within the tolerance).
+  // Products with P and P^T against one process's hara (the same samples and construction: the same
+  // matrix to rounding, magnified only where a singular value lies at a threshold).
   auto apart = [&](const auto& Pd, const auto& Pl) {
     const double y = global_error(to_dense(Pd * Xl), rows_of(to_dense(detail::multiply(Pl, detail::op::none, Xg)), idx));
     const double z = global_error(to_dense(transpose(Pd) * Xl), rows_of(to_dense(detail::multiply(Pl, detail::op::transpose, Xg)), idx));
     return std::max(y, z);
   };
   const double first = apart(P, Ps);
-  EXPECT_LT(first, 2 * eps) << what;
+  EXPECT_LT(first, std::max(tol<T>(1000), 0.1 * eps)) << what;
   EXPECT_EQ(P.basis_ranks(), Ps.ranks()) << what << ": ranks";
   // Two bases, orthogonalized on the ranks: the operator unchanged.
   const dense<T> Y = to_dense(P * Xl), Z = to_dense(transpose(P) * Xl);

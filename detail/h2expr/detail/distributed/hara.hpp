@@ -12,9 +12,9 @@
 //   compressed samples read D_st^T), then their compressed samples (the parents' near fields).
 // The C-level's compressed samples are summed over the ranks (each row from one rank: exact), and
 // every rank builds the top, as the products do. Top-down, each rank assembles its own block rows;
-// one recompression (compress's, on the ranks; two bases for a general operator) ends it. Rounds that
-// need more samples start over with the earlier columns kept (the single process keeps finished
-// levels: the two may then differ within the tolerance).
+// one recompression (compress's, on the ranks; two bases for a general operator) ends it. A round
+// that needs more samples keeps the levels it finished, which only compress the new columns, as in
+// one process: the same matrix to rounding.
 #include <h2expr/detail/distributed/compress.hpp>
 #include <h2expr/detail/distributed/expression.hpp>
 #include <h2expr/detail/operations/hara.hpp>
@@ -62,6 +62,7 @@ class distributed_sample_builder {
     lv_.resize(static_cast<std::size_t>(L_) + 1);
     ku_.assign(std::size_t(L_) + 1, {}), kv_.assign(std::size_t(L_) + 1, {});
     for (int l = 0; l <= L_; ++l) number(l);
+    done_ = L_ + 1, base_ = 0, s_ = 0, prev_ = 0;
     int s = m_ + p_.converge_samples + (p_.block_size + 1) / 2;
     for (int a = 0; a < (1 << L_); ++a) {
       int rows = 0;
@@ -117,6 +118,7 @@ class distributed_sample_builder {
     std::vector<int> nr, nc, ku, kv;  // per local node
     std::vector<int> wr, offr, wc, offc;
     int ld = 1, nearw = 1, p = 0;
+    int first = 0;  // the first sample column that om, y, ps and z hold (a finished level: the new ones)
     buffer<T, Space> om, y, ps, z, u, v, d, rh, rd;  // rh, rd: the received H and D blocks (ld x ld each)
     int nodes() const { return own + int(ghost.size()); }
     int global(int t) const { return t < own ? b0 + t : ghost[std::size_t(t - own)]; }
@@ -270,10 +272,12 @@ class distributed_sample_builder {
     const int first_leaf = cluster_tree::level_begin(L_);
     const index local_rows = index(A_.local_indices.size());
     constexpr int chunk = 256;
+    // Until the leaves are built the panels keep the earlier columns; then they hold the new ones alone
+    // (from base_, set by release_samples).
     auto draw = [&](buffer<T, Space>& in, buffer<T, Space>& out, op o, std::uint64_t seed) {
       auto grow = [&](buffer<T, Space>& b, std::int64_t rows) {
-        buffer<T, Space> g(ctx_, std::size_t(rows) * s);
-        if (s_ > 0) copy(c, b.data(), g.data(), std::size_t(rows) * s_);
+        buffer<T, Space> g(ctx_, std::size_t(rows) * (s - base_));
+        if (s_ > base_) copy(c, b.data(), g.data(), std::size_t(rows) * (s_ - base_));
         b = std::move(g);
       };
       grow(in, rows_in), grow(out, rows_out);
@@ -291,7 +295,7 @@ class distributed_sample_builder {
               X(std::int64_t(t) * m_ + i, v) = random_entry<T>(distribution::normal, cs, 0, std::uint64_t(v),
                                                                std::int64_t(tree.perm[std::size_t(tree.begin[node] + i)]));
           }
-        T* at_in = in.data() + std::int64_t(s_ + j) * rows_in;
+        T* at_in = in.data() + std::int64_t(s_ + j - base_) * rows_in;
         upload_2d(c, std::size_t(rows_in), std::size_t(cols), X.data(), std::size_t(rows_in), at_in, std::size_t(rows_in));
         auto Xm = matrix<T, Space>::uninitialized(local_rows, cols, ctx_);
         if (own > 0)
@@ -305,14 +309,14 @@ class distributed_sample_builder {
         energy_ += energy, columns_ += cols;
         if (own > 0)
           gather_rows(c, A_.padded_to_local.data(), std::int64_t(own) * m_, Y.data(), std::max<index>(local_rows, 1),
-                      out.data() + std::int64_t(s_ + j) * rows_out, rows_out, cols);
+                      out.data() + std::int64_t(s_ + j - base_) * rows_out, rows_out, cols);
         c.synchronize();
       }
     };
     const std::uint64_t seed = splitmix64(p_.seed + 0x9e3779b97f4a7c15ull * std::uint64_t(round + 1));
     draw(omega_, y_, op::none, seed);
     if (!sym_) draw(psi_, z_, op::transpose, splitmix64(seed ^ 0x5851f42d4c957f2dull));
-    s_ = s;
+    prev_ = s_, s_ = s;
     norm_ = std::sqrt(energy_ / std::max(columns_, 1));
     d.nr.assign(std::size_t(nodes), 0);
     for (int t = 0; t < nodes; ++t) d.nr[t] = leaf_[std::size_t(d.global(t))];
@@ -329,12 +333,12 @@ class distributed_sample_builder {
       const buffer<T, Space>& b = transpose_side ? (omega_side ? psi_ : z_) : (omega_side ? omega_ : y_);
       p.base = const_cast<T*>(b.data());
       p.ld = int(std::int64_t(std::max(omega_side ? d.nodes() : d.own, 1)) * m_);
-      for (int t = 0; t < d.nodes(); ++t) p.at[t] = std::int64_t(t) * m_;
+      for (int t = 0; t < d.nodes(); ++t) p.at[t] = std::int64_t(t) * m_ - std::int64_t(base_) * p.ld;  // + column * ld
     } else {
       const buffer<T, Space>& b = transpose_side ? (omega_side ? d.ps : d.z) : (omega_side ? d.om : d.y);
       p.base = const_cast<T*>(b.data());
       p.ld = d.ld;
-      for (int t = 0; t < d.nodes(); ++t) p.at[t] = std::int64_t(t) * s_ * d.ld;
+      for (int t = 0; t < d.nodes(); ++t) p.at[t] = (std::int64_t(t) * (s_ - d.first) - d.first) * d.ld;  // + column * ld
     }
     return p;
   }
@@ -482,10 +486,9 @@ class distributed_sample_builder {
       ctx_->synchronize();
     }
     g = buffer<T, Space>(), h = buffer<T, Space>(), e = buffer<T, Space>(), x = buffer<T, Space>(), d.rh = buffer<T, Space>();
-    receive_transposes(l);
+    receive_transposes(l);  // kept with the level: a finished level's compress_samples reads it again
     if (sym_) symmetrize(l);
-    compress_samples(l);
-    d.rd = buffer<T, Space>();
+    compress_samples(l, 0);
     return 0;
   }
 
@@ -540,33 +543,42 @@ class distributed_sample_builder {
   }
 
   // The parent level's samples: Omega^ = V^T Omega, Y^ = U^T (Y - sum_s D_ts Omega_s) (and Psi^ =
-  // U^T Psi, Z^ = V^T (Z - sum_t D_ts^T Psi_t)), each child's rows after its sibling's. Below the
-  // C-level into the own parents (then the ghosts' Omega^ and Psi^ from their ranks); from the C-level
-  // into every top node's, summed over the ranks.
-  void compress_samples(int l) {
+  // U^T Psi, Z^ = V^T (Z - sum_t D_ts^T Psi_t)), each child's rows after its sibling's; columns c0 ..
+  // s_ - 1. A parent level still to be built keeps its first c0 columns before them; a finished one
+  // holds the new columns alone. Below the C-level into the own parents (then the ghosts' Omega^ and
+  // Psi^ from their ranks); from the C-level into every top node's, summed over the ranks.
+  void compress_samples(int l, int c0) {
     auto& d = lv_[l];
     auto& up = lv_[l - 1];
-    const int s = s_, ld = d.ld;
+    const int s = s_ - c0, ld = d.ld;
     int upld = 1;
     for (int g = 0; g < (1 << (l - 1)); ++g)
       upld = std::max({upld, ku_[l][std::size_t(2 * g)] + ku_[l][std::size_t(2 * g + 1)],
                        kv_[l][std::size_t(2 * g)] + kv_[l][std::size_t(2 * g + 1)]});
     up.ld = upld;
-    const std::int64_t ups = std::int64_t(s) * up.ld;
+    up.first = l - 1 >= done_ ? c0 : 0;
+    // ups: a parent's block; old: the elements of its columns before c0 that it keeps.
+    const std::int64_t ups = std::int64_t(s_ - up.first) * up.ld, old = std::int64_t(c0 - up.first) * up.ld;
     auto alloc = [&](buffer<T, Space>& b) {
-      b = buffer<T, Space>(ctx_, std::size_t(std::max(up.nodes(), 1)) * ups);
-      fill(*ctx_, b.data(), b.size(), T(0));
+      buffer<T, Space> g(ctx_, std::size_t(std::max(up.nodes(), 1)) * ups);
+      fill(*ctx_, g.data(), g.size(), T(0));
+      if (old > 0) {  // each parent's old block (up.ld x c0, contiguous) starts its new one
+        std::vector<item_copy> keep;
+        for (int j = 0; j < up.nodes(); ++j) keep.push_back({up.ld, c0, j * old, j * ups, up.ld, up.ld});
+        copy_items(ctx_, b.data(), g.data(), keep);
+      }
+      b = std::move(g);
     };
     alloc(up.om), alloc(up.y);
     if (!sym_) alloc(up.ps), alloc(up.z);
     int most = 0;
     for (int t = 0; t < d.own; ++t) most = std::max(most, d.f.ptr[t + 1] - d.f.ptr[t]);
     buffer<T, Space> e(ctx_, std::size_t(std::max<std::size_t>(d.f.col.size(), 1)) * ld * ld);
-    // The own child t's block in a parent panel, below its sibling's k rows.
+    // The own child t's block of new columns in a parent panel, below its sibling's k rows.
     auto parent_at = [&](int t, const std::vector<int>& k) {
       const int g = d.global(t), j = g / 2;
       const int row = (g & 1) ? k[std::size_t(g - 1)] : 0;
-      return std::int64_t(local(l - 1, j)) * ups + row;
+      return std::int64_t(local(l - 1, j)) * ups + old + row;
     };
     // One side: out^ = B^T out - sum_s (B^T op(D)) in_s into the parents' blocks (see
     // one_sample_set_builder::compress_samples); op(D) = D_st^T (here or received) for M^T.
@@ -574,10 +586,11 @@ class distributed_sample_builder {
                     const T* bin, const std::vector<int>& kin, const std::vector<int>& gin, const T* bout,
                     const std::vector<int>& kout, const std::vector<int>& gout, bool mirror, buffer<T, Space>& to_in,
                     buffer<T, Space>& to_out) {
+      auto column0 = [&](const panel& p, int t) { return p.at[t] + std::int64_t(c0) * p.ld; };
       std::vector<item_gemm> hin, hout, be, be_there;
       for (int t = 0; t < d.own; ++t) {
-        hin.push_back({kin[t], s, nin[t], d.basis_at(t), in.at[t], parent_at(t, gin), ld, in.ld, up.ld});
-        hout.push_back({kout[t], s, nout[t], d.basis_at(t), out.at[t], parent_at(t, gout), ld, out.ld, up.ld});
+        hin.push_back({kin[t], s, nin[t], d.basis_at(t), column0(in, t), parent_at(t, gin), ld, in.ld, up.ld});
+        hout.push_back({kout[t], s, nout[t], d.basis_at(t), column0(out, t), parent_at(t, gout), ld, out.ld, up.ld});
         for (int q = d.f.ptr[t]; q < d.f.ptr[t + 1]; ++q) {
           const int c = d.f.col[q];
           if (!mirror) be.push_back({kout[t], nin[c], nout[t], d.basis_at(t), d.pair(q), d.pair(q), ld, ld, ld});
@@ -595,7 +608,7 @@ class distributed_sample_builder {
         for (int t = 0; t < d.own; ++t) {
           if (d.f.ptr[t] + j >= d.f.ptr[t + 1]) continue;
           const int q = d.f.ptr[t] + j, c = d.f.col[q];
-          es.push_back({kout[t], s, nin[c], d.pair(q), in.at[c], parent_at(t, gout), ld, in.ld, up.ld});
+          es.push_back({kout[t], s, nin[c], d.pair(q), column0(in, c), parent_at(t, gout), ld, in.ld, up.ld});
         }
         gemm_items(ctx_, op::none, op::none, T(-1), e.data(), in.base, T(1), to_out.data(), es);
       }
@@ -606,40 +619,72 @@ class distributed_sample_builder {
     if (!sym_)
       side(samples(l, true, true), samples(l, false, true), d.nr, d.nc, u, d.ku, ku_[l], v, d.kv, kv_[l], true, up.ps, up.z);
     ctx_->synchronize();
+    // The new columns of every parent: (rows, s) at j * ups + old.
+    auto new_columns = [&](const std::vector<int>& nodes, bool psi) {
+      std::vector<block_ref> b;
+      for (int t : nodes) b.push_back({rows_of(psi ? ku_ : kv_, l - 1, t), s, std::int64_t(t) * ups + old, up.ld});
+      return b;
+    };
     if (up.top && !d.top) {  // the C-level's into the top: every row from one rank, the rest zero
+      std::vector<int> all(std::size_t(up.nodes()));
+      std::iota(all.begin(), all.end(), 0);
+      std::vector<block_ref> whole;  // every row of the new columns
+      for (int t : all) whole.push_back({up.ld, s, std::int64_t(t) * ups + old, up.ld});
       for (auto* b : {&up.om, &up.y, &up.ps, &up.z})
-        if (b->size()) sum_over_ranks(*b);
+        if (b->size()) sum_over_ranks(b->data(), whole);
     } else if (!up.top) {  // the ghosts' compressed samples (their Omega^ and Psi^ alone are read here)
       auto blocks = [&](const std::vector<int>& nodes) {
-        std::vector<block_ref> om, ps;
-        for (int t : nodes) {
-          om.push_back({rows_of(kv_, l - 1, t), s, std::int64_t(t) * ups, up.ld});
-          if (!sym_) ps.push_back({rows_of(ku_, l - 1, t), s, std::int64_t(t) * ups, up.ld});
-        }
-        return std::vector<block_group>{{up.om.data(), om}, {up.ps.data(), ps}};
+        return std::vector<block_group>{{up.om.data(), new_columns(nodes, false)},
+                                        {up.ps.data(), sym_ ? std::vector<block_ref>{} : new_columns(nodes, true)}};
       };
       exchange(
           up, [&](std::size_t i) { return blocks(up.send_nodes[i]); }, [&](std::size_t i) { return blocks(up.recv_nodes[i]); });
     }
   }
 
-  void sum_over_ranks(buffer<T, Space>& b) {
-    message<T, Space> m(ctx_, b.size());
-    if (b.size()) copy(*ctx_, b.data(), m.data(), b.size());
+  // The blocks of b summed over the ranks, in place.
+  void sum_over_ranks(T* b, const std::vector<block_ref>& blocks) {
+    const std::int64_t n = values(blocks);
+    require(n <= std::int64_t(INT32_MAX), "distributed hara: the top's samples pass 2^31 - 1 values");
+    message<T, Space> m(ctx_, std::size_t(n));
+    std::vector<item_copy> pack, unpack;
+    std::int64_t at = 0;
+    for (const auto& x : blocks)
+      pack.push_back({x.rows, x.cols, x.at, at, x.ld, std::max(x.rows, 1)}),
+          unpack.push_back({x.rows, x.cols, at, x.at, std::max(x.rows, 1), x.ld}), at += std::int64_t(x.rows) * x.cols;
+    copy_items(ctx_, b, m.data(), std::move(pack));
     ctx_->synchronize();
     m.before_send();
-    require(b.size() <= std::size_t(INT32_MAX), "distributed hara: the top's samples pass 2^31 - 1 values");
     // Exact in any order: every entry has one nonzero term.
-    mpi_check(MPI_Allreduce(MPI_IN_PLACE, m.mpi(), int(b.size()), mpi_type<T>(), MPI_SUM, comm_.get()), "MPI_Allreduce");
+    mpi_check(MPI_Allreduce(MPI_IN_PLACE, m.mpi(), int(n), mpi_type<T>(), MPI_SUM, comm_.get()), "MPI_Allreduce");
     m.after_receive();
-    if (b.size()) copy(*ctx_, m.data(), b.data(), b.size());
+    copy_items(ctx_, m.data(), b, std::move(unpack));
+    ctx_->synchronize();
   }
 
-  // From the leaves up; 0 when every node had samples enough, else how many the first short level asks for.
+  // From the leaves up; 0 when every node had samples enough, else how many the first short level asks
+  // for. Levels that an earlier round finished keep their bases and near blocks (functions of the
+  // samples they saw; new Gaussian columns are independent of them) and only compress the new columns
+  // for their parents, as in one process.
   int build() {
-    for (int l = L_; l >= 1; --l)
-      if (const int need = level(l)) return need;
+    for (int l = L_; l >= 1; --l) {
+      if (l >= done_) compress_samples(l, prev_);
+      else if (const int need = level(l)) return need;
+      done_ = std::min(done_, l);
+      release_samples(l);
+    }
     return root();
+  }
+
+  // A finished level's samples are read no more: its parent's compressed samples hold what the levels
+  // above need, and a later round brings it new columns alone.
+  void release_samples(int l) {
+    if (l == L_) {
+      for (auto* b : {&omega_, &y_, &psi_, &z_}) *b = buffer<T, Space>();
+      base_ = s_;
+    } else {
+      for (auto* b : {&lv_[l].om, &lv_[l].y, &lv_[l].ps, &lv_[l].z}) *b = buffer<T, Space>();
+    }
   }
 
   // The root's D = Y Omega^+ (the compressed matrix of the two top nodes, whole).
@@ -839,7 +884,9 @@ class distributed_sample_builder {
   hara_parameters p_;
   bool sym_;
   std::vector<near_field> near_;
-  int L_ = 0, c_ = 0, m_ = 1, cap_ = 512, s_ = 0;
+  int L_ = 0, c_ = 0, m_ = 1, cap_ = 512, s_ = 0, prev_ = 0;  // samples now and before the last round
+  int done_ = 1 << 30;  // levels done_ .. L_ are finished
+  int base_ = 0;        // the first column the leaves' panels hold
   std::vector<int> leaf_;
   std::vector<level_data> lv_;
   std::vector<std::vector<int>> ku_, kv_;  // per level, every node's ranks (U's, V's)
