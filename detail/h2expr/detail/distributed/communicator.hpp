@@ -2,17 +2,24 @@
 // The MPI side of h2expr's distributed calls: a communicator of their own (a duplicate of the
 // user's, so that h2expr's messages never match the user's), the agreement run at every phase
 // boundary (all ranks return, or all throw the same error: never one rank left waiting in a
-// collective), and messages whose values live in a space (staged through host memory on the CUDA
-// space: MPI reads host memory whatever it was built with).
+// collective), and messages whose values live in a space (on the CUDA space handed to a CUDA-aware
+// MPI as they are, else staged through page-locked host memory).
 #include <h2expr/detail/core/buffer.hpp>
 #include <h2expr/detail/core/error.hpp>
 #include <h2expr/detail/core/space.hpp>
 
 #include <mpi.h>
+#if defined(__has_include)
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>  // Open MPI's MPIX_Query_cuda_support
+#endif
+#endif
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <new>
 #include <string>
 #include <type_traits>
@@ -186,32 +193,59 @@ class communicator {
   int rank_ = 0, size_ = 1;
 };
 
-// A message's values in the space, where h2expr's kernels pack and unpack them, and the host memory
-// MPI reads or writes: the same memory on the host space, a staged copy on the CUDA space.
+// Whether this process's MPI takes device pointers: Open MPI's run-time query where its mpi-ext.h
+// has one (MPIX_CUDA_AWARE_SUPPORT), else no; H2EXPR_MPI_CUDA_AWARE=0 or 1 overrides it (a rank's
+// choice is its own: MPI sees each rank's buffers alone).
+inline bool mpi_cuda_aware() {
+  static const bool aware = [] {
+    if (const char* v = std::getenv("H2EXPR_MPI_CUDA_AWARE")) return std::string(v) == "1";
+#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+    return MPIX_Query_cuda_support() == 1;
+#else
+    return false;
+#endif
+  }();
+  return aware;
+}
+
+// A message's values in the space, where h2expr's kernels pack and unpack them, and the memory MPI
+// reads or writes: the same memory on the host space and for a CUDA-aware MPI, else a page-locked host
+// copy (before_send and after_receive move the values).
 template <class T, class Space>
 class message {
  public:
   message(const context_ptr<Space>& ctx, std::size_t n) : values_(ctx, n) {
-    if constexpr (!std::is_same_v<Space, host>) staged_.resize(n);
+#if defined(H2EXPR_CUDA_SPACE)
+    if constexpr (!std::is_same_v<Space, host>)
+      if (!mpi_cuda_aware()) staged_.reset(allocate_pinned<T>(n));
+#endif
   }
   T* data() { return values_.data(); }
   std::size_t size() const { return values_.size(); }
-  T* mpi() {
-    if constexpr (std::is_same_v<Space, host>) return values_.data();
-    else return staged_.data();
-  }
+  T* mpi() { return staged_ ? staged_.get() : values_.data(); }
   void before_send() {
-    if constexpr (!std::is_same_v<Space, host>)
-      if (size()) download_2d(*values_.context(), size(), 1, values_.data(), size(), staged_.data(), size());
+    if constexpr (!std::is_same_v<Space, host>) {
+      if (staged_ && size()) download_2d(*values_.context(), size(), 1, values_.data(), size(), staged_.get(), size());
+      else values_.context()->synchronize();  // MPI reads the packed values: they must be there
+    }
   }
   void after_receive() {
     if constexpr (!std::is_same_v<Space, host>)
-      if (size()) upload_2d(*values_.context(), size(), 1, staged_.data(), size(), values_.data(), size());
+      if (staged_ && size()) upload_2d(*values_.context(), size(), 1, staged_.get(), size(), values_.data(), size());
   }
 
  private:
+  struct release_pinned {
+    void operator()(T* p) const noexcept {
+#if defined(H2EXPR_CUDA_SPACE)
+      deallocate_pinned(p);
+#else
+      (void)p;
+#endif
+    }
+  };
   buffer<T, Space> values_;
-  std::vector<T> staged_;
+  std::unique_ptr<T, release_pinned> staged_;  // empty on the host space and for a CUDA-aware MPI
 };
 
 // Non-blocking point-to-point messages, completed by wait() (or on destruction, so that no buffer

@@ -494,23 +494,24 @@ low_rank_parts<T, Space> distributed_recompress(distributed_data<T, Space>& A, c
 
   next.swap_with(A);  // A holds the compressed parts, `next` the old ones
 
-  // The report: node ranks over every rank (the top's counted once).
+  // The report: node ranks over every rank (the top's counted once) and over the nodes of both bases.
   rep.node_rank_min.assign(L + 1, 0), rep.node_rank_max.assign(L + 1, 0), rep.node_rank_avg.assign(L + 1, 0);
   std::vector<std::int64_t> low(static_cast<std::size_t>(L + 1), INT32_MIN);
   std::vector<double> sums(static_cast<std::size_t>(L + 1), 0.0);
-  for (int l = 0; l <= L; ++l) {
-    const bool counted = l >= c || D.rank == 0;
-    for (int v : kept[0][l]) {  // the rows' basis (as one process reports)
-      low[l] = std::max<std::int64_t>(low[l], -v);
-      if (counted) sums[l] += v;
+  for (int b = 0; b < sides; ++b)
+    for (int l = 0; l <= L; ++l) {
+      const bool counted = l >= c || D.rank == 0;
+      for (int v : kept[b][l]) {
+        low[l] = std::max<std::int64_t>(low[l], -v);
+        if (counted) sums[l] += v;
+      }
     }
-  }
   comm.max(low);
   comm.sum_in_rank_order(sums.data(), int(sums.size()));
   for (int l = 0; l <= L; ++l) {
     rep.node_rank_min[l] = low[l] == INT32_MIN ? 0 : int(-low[l]);
     rep.node_rank_max[l] = r[l];
-    rep.node_rank_avg[l] = sums[l] / double(std::int64_t(1) << l);
+    rep.node_rank_avg[l] = sums[l] / double(sides * (std::int64_t(1) << l));
   }
   rep.ranks_after = A.rank;
   return next;

@@ -22,6 +22,20 @@ void deallocate(context<cuda>& c, T* p, std::size_t /*n: the host space's needs 
   if (p) (void)cudaFreeAsync(p, c.stream());
 }
 
+// Page-locked host memory (MPI's staging of device data): its copies to and from the device run at
+// the link's full bandwidth.
+template <class T>
+T* allocate_pinned(std::size_t n) {
+  if (n == 0) return nullptr;
+  void* p = nullptr;
+  H2EXPR_CUDA(cudaMallocHost(&p, checked_bytes<T>(n)));
+  return static_cast<T*>(p);
+}
+template <class T>
+void deallocate_pinned(T* p) noexcept {
+  if (p) (void)cudaFreeHost(p);
+}
+
 template <class T>
 void copy(context<cuda>& c, const T* src, T* dst, std::size_t n) {
   if (n) H2EXPR_CUDA(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyDeviceToDevice, c.stream()));
