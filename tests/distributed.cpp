@@ -391,11 +391,13 @@ void expect_hara_matches(const Kernel& kernel, int n, const build_options& bo, c
 
 TYPED_TEST(distributed_test, hara_matches_one_process) {
   using T = TypeParam;
-  // 1e-2 takes one round of samples, the finer one (3D) more: both one process's result to rounding.
+  // 1e-2 takes one round of samples, 1e-3 in 3D two (finished levels kept): both one process's result to
+  // rounding. (3D at 1e-4 took three rounds, the same code: the CI budget.)
   std::vector<double> tols = std::is_same_v<T, float> ? std::vector<double>{1e-2, 1e-3} : std::vector<double>{1e-2, 1e-4};
   if (quick()) tols.resize(1);
   expect_hara_matches<T, 2>(kernels::exponential{0.2}, 2000, {.leaf_size = 32}, tols, "2D exponential", 51);
-  if (!quick()) expect_hara_matches<T, 3>(kernels::exponential{0.3}, 1000, {.leaf_size = 24, .cheb_points = 3}, tols, "3D exponential", 52);
+  if (!quick())
+    expect_hara_matches<T, 3>(kernels::exponential{0.3}, 1000, {.leaf_size = 24, .cheb_points = 3}, {1e-2, 1e-3}, "3D exponential", 52);
 }
 
 // hara(A * B) of a non-symmetric operator (samples of M and M^T, two bases) on the ranks against one
@@ -479,7 +481,9 @@ TYPED_TEST(distributed_test, general_hara_matches_one_process) {
   using T = TypeParam;
   const double eps = std::is_same_v<T, float> ? 1e-2 : 1e-3;
   expect_general_hara_matches<T, 2>(quick() ? 1200 : 2000, {.leaf_size = 32}, eps, "2D exponential x skewed", 54);
-  if (!quick()) expect_general_hara_matches<T, 3>(1000, {.leaf_size = 24, .cheb_points = 3}, eps, "3D exponential x skewed", 55);
+  // 3D in double (float's 3D runs the same code: the CI budget).
+  if (!quick() && std::is_same_v<T, double>)
+    expect_general_hara_matches<T, 3>(1000, {.leaf_size = 24, .cheb_points = 3}, eps, "3D exponential x skewed", 55);
 }
 
 TYPED_TEST(distributed_test, hara_rejects_what_it_cannot_build) {

@@ -351,41 +351,21 @@ low_rank_parts<T, Space> distributed_recompress(distributed_data<T, Space>& A, c
   const int cb = sides - 1;  // the side whose bases the columns of a block row use
   low_rank_parts<T, Space> next;
   std::vector<buffer<T, Space>> Pg(static_cast<std::size_t>(S - 1));  // per own level: own nodes', then ghosts'
-  std::vector<message<T, Space>> sends, receives;
-  pending messages;
+  ghost_factor_exchange<T, Space> ghosts;
   const std::int64_t kkc = std::int64_t(k[c]) * k[c];
   std::vector<int> counts(static_cast<std::size_t>(D.ranks));
   std::vector<message<T, Space>> mine, all;
   const rank_failure packed = rank_failure::of([&] {
+    std::vector<const buffer<T, Space>*> own;
     for (int s = 0; s + 1 < S; ++s) {
       const int l = c + s;
       const std::int64_t kk = std::int64_t(k[l]) * k[l];
       Pg[s] = buffer<T, Space>(ctx, std::size_t(D.count(l) + A.splits[s].ghosts) * kk);
       require(Pg[s].size() <= std::size_t(INT32_MAX), "distributed compress: a rank's bases of one level pass 2^31 - 1 values");
       if (D.count(l) > 0) copy(*ctx, P[cb][l].data(), Pg[s].data(), std::size_t(D.count(l) * kk));
+      own.push_back(&P[cb][l]);
     }
-    for (const auto& p : A.peers) {
-      std::vector<int> rows;
-      std::int64_t ghosts = 0;
-      for (int s = 0; s + 1 < S; ++s) {
-        const std::int64_t kk = std::int64_t(k[c + s]) * k[c + s];
-        for (int node : p.send[s])
-          for (std::int64_t i = 0; i < kk; ++i) rows.push_back(int(std::int64_t(node) * kk + i));
-        ghosts += std::int64_t(p.receive[s].second - p.receive[s].first) * kk;
-      }
-      require(ghosts <= INT32_MAX && rows.size() <= std::size_t(INT32_MAX), "distributed compress: a message of more than 2^31 - 1 values");
-      sends.emplace_back(ctx, rows.size());
-      receives.emplace_back(ctx, std::size_t(ghosts));
-      const buffer<int, Space> map(ctx, rows);
-      std::int64_t at = 0;
-      for (int s = 0; s + 1 < S; ++s) {
-        const std::int64_t kk = std::int64_t(k[c + s]) * k[c + s], n = std::int64_t(p.send[s].size()) * kk;
-        if (n > 0) gather_rows(*ctx, map.data() + at, n, P[cb][c + s].data(), std::max<std::int64_t>(std::int64_t(P[cb][c + s].size()), 1),
-                               sends.back().data() + at, n, 1);
-        at += n;
-      }
-      sends.back().before_send();
-    }
+    ghosts.pack(A, own);
     if (c > 0) {
       require((std::int64_t(1) << c) * kkc <= INT_MAX, "distributed compress: the C-level bases pass 2^31 - 1 values");
       for (int q = 0; q < D.ranks; ++q) counts[q] = int((D.first[q + 1] - D.first[q]) * kkc);
@@ -398,13 +378,7 @@ low_rank_parts<T, Space> distributed_recompress(distributed_data<T, Space>& A, c
     }
   });
   comm.agree("distributed compress", {}, packed);
-  for (std::size_t i = 0; i < A.peers.size(); ++i) {
-    if (receives[i].size()) messages.receive(comm, receives[i].mpi(), receives[i].size(), A.peers[i].rank);
-    if (sends[i].size()) {
-      messages.send(comm, sends[i].mpi(), sends[i].size(), A.peers[i].rank);
-      rep.bytes_sent += std::int64_t(sends[i].size() * sizeof(T)), ++rep.messages_sent;
-    }
-  }
+  ghosts.post(A, rep.bytes_sent, rep.messages_sent);
   if (c > 0)
     for (int b = 0; b < sides; ++b)
       comm.allgather(mine[b].mpi(), counts, all[b].mpi()), rep.allgather_bytes += std::int64_t(mine[b].size() * sizeof(T));
@@ -450,18 +424,9 @@ low_rank_parts<T, Space> distributed_recompress(distributed_data<T, Space>& A, c
     lap(&compress_report::seconds_truncation);
 
     // P_t^T S_ts P_s: the top's blocks, then the own block rows (columns: own, then ghosts).
-    messages.wait();
-    for (std::size_t i = 0; i < A.peers.size(); ++i) {
-      receives[i].after_receive();
-      std::int64_t at = 0;
-      for (int s = 0; s + 1 < S; ++s) {
-        const std::int64_t kk = std::int64_t(k[c + s]) * k[c + s];
-        const auto [g0, g1] = A.peers[i].receive[s];
-        const std::int64_t n = std::int64_t(g1 - g0) * kk;
-        if (n > 0) copy(*ctx, receives[i].data() + at, Pg[s].data() + (std::int64_t(D.count(c + s)) + g0) * kk, std::size_t(n));
-        at += n;
-      }
-    }
+    std::vector<T*> into;
+    for (auto& g : Pg) into.push_back(g.data());
+    ghosts.finish(A, into);
     next.top_coupling.resize(static_cast<std::size_t>(c));
     for (int l = 0; l < c; ++l) {
       const auto& lv = blocks.coupling[l];

@@ -5,7 +5,10 @@
 #include <h2expr/detail/distributed/communicator.hpp>
 #include <h2expr/detail/distributed/distribution.hpp>
 #include <h2expr/detail/h2/h2_data.hpp>
+#include <h2expr/detail/primitives/batched.hpp>  // gather_rows
 
+#include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -92,5 +95,73 @@ void build_peer_rows(distributed_data<T, Space>& d) {
     d.peer_row_at.push_back(std::move(at));
   }
 }
+
+// The own nodes' k_l x k_l factors (R factors, truncation bases) of levels c.. that each peer's blocks
+// need, one message per peer with every level's one after the other (the product's plans), and the
+// peers' into this rank's ghost places: level c + s's after its own nodes. pack() and finish() run inside
+// phases whose failures the caller agrees on; post() between them.
+template <class T, class Space>
+class ghost_factor_exchange {
+ public:
+  // factors[s]: level c + s's own nodes' factors (k x k each, own nodes first), s = 0 .. slots - 2.
+  void pack(const distributed_data<T, Space>& A, const std::vector<const buffer<T, Space>*>& factors) {
+    const auto& k = A.rank;
+    const int c = A.dist.c, S = A.dist.slots();
+    for (const auto& p : A.peers) {
+      std::vector<int> rows;
+      std::int64_t ghosts = 0;
+      for (int s = 0; s + 1 < S; ++s) {
+        const std::int64_t kk = std::int64_t(k[c + s]) * k[c + s];
+        for (int node : p.send[s])
+          for (std::int64_t i = 0; i < kk; ++i) rows.push_back(int(std::int64_t(node) * kk + i));
+        ghosts += std::int64_t(p.receive[s].second - p.receive[s].first) * kk;
+      }
+      require(ghosts <= INT32_MAX && rows.size() <= std::size_t(INT32_MAX), "distributed: a message of more than 2^31 - 1 values");
+      sends_.emplace_back(A.ctx, rows.size());
+      receives_.emplace_back(A.ctx, std::size_t(ghosts));
+      const buffer<int, Space> map(A.ctx, rows);
+      std::int64_t at = 0;
+      for (int s = 0; s + 1 < S; ++s) {  // slot by slot: each level's factors in their own buffer
+        const std::int64_t kk = std::int64_t(k[c + s]) * k[c + s], n = std::int64_t(p.send[s].size()) * kk;
+        if (n > 0)
+          gather_rows(*A.ctx, map.data() + at, n, factors[s]->data(), std::max<std::int64_t>(std::int64_t(factors[s]->size()), 1),
+                      sends_.back().data() + at, n, 1);
+        at += n;
+      }
+      sends_.back().before_send();
+    }
+  }
+  // Non-blocking: every message posted; bytes and messages sent added to the counts.
+  void post(const distributed_data<T, Space>& A, std::int64_t& bytes_sent, std::int64_t& messages_sent) {
+    for (std::size_t i = 0; i < A.peers.size(); ++i) {
+      if (receives_[i].size()) messages_.receive(*A.comm, receives_[i].mpi(), receives_[i].size(), A.peers[i].rank);
+      if (sends_[i].size()) {
+        messages_.send(*A.comm, sends_[i].mpi(), sends_[i].size(), A.peers[i].rank);
+        bytes_sent += std::int64_t(sends_[i].size() * sizeof(T)), ++messages_sent;
+      }
+    }
+  }
+  // ghosts[s]: level c + s's factors, own nodes first; the peers' land after them.
+  void finish(const distributed_data<T, Space>& A, const std::vector<T*>& ghosts) {
+    const auto& k = A.rank;
+    const int c = A.dist.c, S = A.dist.slots();
+    messages_.wait();
+    for (std::size_t i = 0; i < A.peers.size(); ++i) {
+      receives_[i].after_receive();
+      std::int64_t at = 0;
+      for (int s = 0; s + 1 < S; ++s) {
+        const std::int64_t kk = std::int64_t(k[c + s]) * k[c + s];
+        const auto [g0, g1] = A.peers[i].receive[s];
+        const std::int64_t n = std::int64_t(g1 - g0) * kk;
+        if (n > 0) copy(*A.ctx, receives_[i].data() + at, ghosts[s] + (std::int64_t(A.dist.count(c + s)) + g0) * kk, std::size_t(n));
+        at += n;
+      }
+    }
+  }
+
+ private:
+  std::vector<message<T, Space>> sends_, receives_;
+  pending messages_;  // declared last: destroyed first, so no request outlives its buffers
+};
 
 }  // namespace h2expr::detail

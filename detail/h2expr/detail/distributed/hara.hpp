@@ -18,18 +18,16 @@
 #include <h2expr/detail/distributed/compress.hpp>
 #include <h2expr/detail/distributed/expression.hpp>
 #include <h2expr/detail/operations/hara.hpp>
-#include <h2expr/detail/randomized/hara_one_sample_set.hpp>
+#include <h2expr/detail/randomized/hara.hpp>
+#include <h2expr/detail/randomized/near_field_projection.hpp>
 
 #include <algorithm>
 #include <chrono>
-#include <climits>
 #include <cmath>
 #include <cstdint>
-#include <initializer_list>
-#include <limits>
 #include <numeric>
 #include <string>
-#include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace h2expr::detail {

@@ -94,11 +94,10 @@ distributed_traffic distributed_orthogonalize(distributed_data<T, Space>& A) {
   // R[b][l], l >= c: the own nodes' R factors (k_l x k_l each), then (the columns' side) the ghosts'.
   std::vector<buffer<T, Space>> R[2], Rtop[2];
   for (int b = 0; b < 2; ++b) transfers[b].resize(L + 1), R[b].resize(L + 1), Rtop[b].resize(c + 1);
-  std::vector<message<T, Space>> sends, receives;
+  ghost_factor_exchange<T, Space> ghosts;
   const std::int64_t kkc = std::int64_t(k[c]) * k[c];
   std::vector<int> counts(static_cast<std::size_t>(D.ranks));
   std::vector<message<T, Space>> mine, all;
-  pending messages;
   const rank_failure local = rank_failure::of([&] {
     for (int b = 0; b < sides; ++b) {
       for (int l = c; l <= L; ++l) {
@@ -121,29 +120,10 @@ distributed_traffic distributed_orthogonalize(distributed_data<T, Space>& A) {
         transfers[b][l] = orthogonalize_transfers(ctx, R[b][l].data(), B[b]->transfers[l], D.count(l - 1), k[l], k[l - 1], r[l],
                                                   r[l - 1], R[b][l - 1].data());
     }
-    // The own R factors the neighbours' blocks need, every level's one after the other.
-    for (const auto& p : A.peers) {
-      std::vector<int> rows;
-      std::int64_t ghosts = 0;
-      for (int s = 0; s + 1 < S; ++s) {
-        const std::int64_t kk = std::int64_t(k[c + s]) * k[c + s];
-        for (int node : p.send[s])
-          for (std::int64_t i = 0; i < kk; ++i) rows.push_back(int(std::int64_t(node) * kk + i));
-        ghosts += std::int64_t(p.receive[s].second - p.receive[s].first) * kk;
-      }
-      require(ghosts <= INT32_MAX && rows.size() <= std::size_t(INT32_MAX), "distributed orthogonalize: a message of more than 2^31 - 1 values");
-      sends.emplace_back(ctx, rows.size());
-      receives.emplace_back(ctx, std::size_t(ghosts));
-      const buffer<int, Space> map(ctx, rows);
-      std::int64_t at = 0;
-      for (int s = 0; s + 1 < S; ++s) {  // slot by slot: each level's R in its own buffer
-        const std::int64_t kk = std::int64_t(k[c + s]) * k[c + s], n = std::int64_t(p.send[s].size()) * kk;
-        if (n > 0) gather_rows(*ctx, map.data() + at, n, R[cb][c + s].data(), std::max<std::int64_t>(std::int64_t(R[cb][c + s].size()), 1),
-                               sends.back().data() + at, n, 1);
-        at += n;
-      }
-      sends.back().before_send();
-    }
+    // The own R factors the neighbours' blocks need (the columns' side's).
+    std::vector<const buffer<T, Space>*> own;
+    for (int s = 0; s + 1 < S; ++s) own.push_back(&R[cb][c + s]);
+    ghosts.pack(A, own);
     if (c > 0) {  // the allgather's buffers, made before the check
       require((std::int64_t(1) << c) * kkc <= INT_MAX, "distributed orthogonalize: the C-level R factors pass 2^31 - 1 values");
       for (int q = 0; q < D.ranks; ++q) counts[q] = int((D.first[q + 1] - D.first[q]) * kkc);
@@ -156,13 +136,7 @@ distributed_traffic distributed_orthogonalize(distributed_data<T, Space>& A) {
     }
   });
   comm.agree("distributed orthogonalize", {}, local);
-  for (std::size_t i = 0; i < A.peers.size(); ++i) {
-    if (receives[i].size()) messages.receive(comm, receives[i].mpi(), receives[i].size(), A.peers[i].rank);
-    if (sends[i].size()) {
-      messages.send(comm, sends[i].mpi(), sends[i].size(), A.peers[i].rank);
-      traffic.bytes_sent += std::int64_t(sends[i].size() * sizeof(T)), ++traffic.messages_sent;
-    }
-  }
+  ghosts.post(A, traffic.bytes_sent, traffic.messages_sent);
   if (c > 0)
     for (int b = 0; b < sides; ++b)
       comm.allgather(mine[b].mpi(), counts, all[b].mpi()), traffic.allgather_bytes += std::int64_t(mine[b].size() * sizeof(T));
@@ -180,18 +154,9 @@ distributed_traffic distributed_orthogonalize(distributed_data<T, Space>& A) {
                                                     r[l], r[l - 1], Rtop[b][l - 1].data());
         }
       }
-    messages.wait();
-    for (std::size_t i = 0; i < A.peers.size(); ++i) {
-      receives[i].after_receive();
-      std::int64_t at = 0;
-      for (int s = 0; s + 1 < S; ++s) {
-        const std::int64_t kk = std::int64_t(k[c + s]) * k[c + s];
-        const auto [g0, g1] = A.peers[i].receive[s];
-        const std::int64_t n = std::int64_t(g1 - g0) * kk;
-        if (n > 0) copy(*ctx, receives[i].data() + at, R[cb][c + s].data() + (std::int64_t(D.count(c + s)) + g0) * kk, std::size_t(n));
-        at += n;
-      }
-    }
+    std::vector<T*> into;
+    for (int s = 0; s + 1 < S; ++s) into.push_back(R[cb][c + s].data());
+    ghosts.finish(A, into);
     // S_ts := R_t S_ts R_s^T (R_s: V's when two): the top's blocks, then the own block rows (columns:
     // own, then ghosts).
     for (int l = 0; l < c; ++l) {
