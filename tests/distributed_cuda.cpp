@@ -48,19 +48,20 @@ TEST_F(distributed_cuda, products_compress_and_hara_match_the_host_space) {
   EXPECT_LT(products_apart(Ah, Ac, X), 1e-13) << "A X";
   EXPECT_LT(products_apart(Bh, Bc, X), 1e-13) << "B X (non-symmetric)";
 
-  // hara of a symmetric and of a general operator: the same samples and construction on both spaces.
+  // hara of a symmetric and of a general operator: the same samples and construction on both spaces (the
+  // host suite's bounds: to rounding, magnified only where a rank lies at a threshold).
   const double eps = 1e-4;
   hara_report rh, rc;
   const auto Ph = hara(Ah * Ah, eps, {.seed = seed, .report = &rh});
   const auto Pc = hara(Ac * Ac, eps, {.seed = seed, .report = &rc});
   EXPECT_LT(relative_error(Pc, Ac * Ac, 10, seed + 2), 2 * eps);
-  EXPECT_LT(products_apart(Ph, Pc, X), rh.samples == rc.samples ? 1e-6 * eps : 2 * eps) << "hara(A A)";
+  EXPECT_LT(products_apart(Ph, Pc, X), rh.samples == rc.samples ? 0.1 * eps : 2 * eps) << "hara(A A)";
   const int symmetric_samples = rc.samples;
   const auto Qh = hara(Ah * Bh, eps, {.seed = seed, .report = &rh});
   const auto Qc = hara(Ac * Bc, eps, {.seed = seed, .report = &rc});
   EXPECT_FALSE(Qc.symmetric());
   EXPECT_LT(relative_error(Qc, Ac * Bc, 10, seed + 3), 2 * eps);
-  EXPECT_LT(products_apart(Qh, Qc, X), rh.samples == rc.samples ? 1e-6 * eps : 2 * eps) << "hara(A B)";
+  EXPECT_LT(products_apart(Qh, Qc, X), rh.samples == rc.samples ? 0.1 * eps : 2 * eps) << "hara(A B)";
 
   // compress (orthogonalize inside) of the kernel matrix: the host space's ranks and operator.
   const auto ch = compress(Ah, 1e-6), cc = compress(Ac, 1e-6);
