@@ -368,8 +368,74 @@ TYPED_TEST_P(expression_test, user_operands_join_expressions) {
   }
 }
 
+// Samplers of expressions whose H2 operands share a tree also multiply blocks in its padded order (what
+// hara uses on that tree): the same products as in the user's order, zero padding rows, every leaf type
+// (H2 on the tree, H2 on an equal tree built apart, sparse, dense, samplers, user operands reordered).
+TYPED_TEST_P(expression_test, tree_order_products_match_user_order) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  const auto& A = this->A_;
+  const auto& B = this->B_;  // the same points, its own structure object
+  const int n = int(A.rows());
+  rng r(41);
+  const dense<T> d = r.template normal<T>(n, n) / T(n);
+  const matrix<T, Space> D(d, this->ctx_);
+  const auto S = sparse_matrix<T, Space>::from_eigen(this->random_sparse(n, 4, 42), this->ctx_);
+  const auto G = this->dense_sampler(r.template normal<T>(n, n) / T(n));
+  const user_dense_operator<T, Space> U{matrix<T, Space>(d, this->ctx_)};
+  auto check = [&](auto&& e, const std::string& what) {
+    const auto s = as_sampler(e);
+    const auto& o = s.tree_order();
+    ASSERT_FALSE(o.user()) << what;
+    ASSERT_EQ(o.n, n);
+    const std::vector<int> map = A.data().arrays->padded_to_user.to_host();  // o's order: A's tree
+    ASSERT_EQ(index(map.size()), o.np);
+    auto& c = *this->ctx_;
+    const int k = 6;
+    const auto X = matrix<T, Space>(r.template normal<T>(n, k), this->ctx_);
+    auto Xp = matrix<T, Space>::uninitialized(o.np, k, this->ctx_);
+    detail::gather_rows(c, o.map, o.np, X.data(), n, Xp.data(), o.np, k);
+    for (op t : {op::none, op::transpose}) {
+      auto Y = matrix<T, Space>::uninitialized(n, k, this->ctx_), Yp = matrix<T, Space>::uninitialized(o.np, k, this->ctx_);
+      if (t == op::none) s.apply_off_diagonal(X.view(), Y.view());
+      else s.apply_transpose_off_diagonal(X.view(), Y.view());
+      s.tree_apply(t, Xp.view(), Yp.view());
+      auto back = matrix<T, Space>::uninitialized(n, k, this->ctx_);
+      detail::scatter_rows(c, o.map, o.np, Yp.data(), o.np, back.data(), n, k);
+      const dense<double> y = to_dense(Y).template cast<double>();
+      EXPECT_LT(relative_error(to_dense(back).template cast<double>(), y), h2expr::test::tol<T>(10)) << what << " " << int(t);
+      // Padding rows stay zero (the next product reads them).
+      const dense<T> yp = to_dense(Yp);
+      double padding = 0;
+      for (index i = 0; i < o.np; ++i)
+        if (map[std::size_t(i)] < 0) padding += yp.row(i).template cast<double>().norm();
+      EXPECT_EQ(padding, 0.0) << what;
+    }
+  };
+  check(A * A, "A A");
+  check(A * B, "A B (two equal trees)");
+  check(A + 2 * transpose(B) - A * B * A, "A + 2 B^T - A B A");
+  check(A * S - transpose(S) + D * B, "A S - S^T + D B (reordered leaves)");
+  check(G * A + 0.5 * U, "G A + U / 2 (a sampler and a user operand)");
+  check(A + 0.25 * identity<T, Space>(n, this->ctx_), "A + I / 4 (diagonal part apart)");
+  // No padded order where there is no H2 operand, or where a leaf is not n x n.
+  EXPECT_TRUE(as_sampler(S * D).tree_order().user());
+  // hara on the tree gives what it gives from the same products in the user's order (the same samples).
+  const double tol = this->single ? 1e-3 : 1e-6;
+  const auto product = A * B * A;
+  const auto user = as_sampler(product);
+  auto f = [&](const_view<T, Space> in, view<T, Space> out) { user.apply(in, out); };
+  auto ft = [&](const_view<T, Space> in, view<T, Space> out) { user.apply_transpose(in, out); };
+  const sampler<T, Space> plain(n, n, f, ft, this->ctx_);
+  const auto P = hara(product, tol, {.seed = test_seed()});
+  const auto Q = hara(plain, tol, {.structure = A.structure(), .seed = test_seed()});
+  const dense<double> p = to_dense(P).template cast<double>();
+  EXPECT_LT(relative_error(to_dense(Q).template cast<double>(), p), h2expr::test::tol<T>(this->single ? 1000 : 100));
+}
+
 REGISTER_TYPED_TEST_SUITE_P(expression_test, every_node_type_against_dense, hara_of_expressions,
                             symmetry_and_structure_are_deduced, schur_complements_of_poisson_problems,
-                            bad_input_is_a_clear_error, user_operands_join_expressions);
+                            bad_input_is_a_clear_error, user_operands_join_expressions,
+                            tree_order_products_match_user_order);
 
 }  // namespace h2expr::test

@@ -103,7 +103,7 @@ class distributed_sample_builder {
   // pair, to receive; both sides then list the same pairs alike). Rows per node on the row side (nr:
   // Y, Psi; the children's ku) and on the column side (nc: Omega, Z; the children's kv), equal for a
   // symmetric operator (then V = U, Psi = Omega, and the column side's buffers stay empty).
-  struct level_data {
+  struct level_data : level_blocks {
     bool top = false;
     int own = 0, b0 = 0;
     std::vector<int> ghost;
@@ -115,16 +115,11 @@ class distributed_sample_builder {
     int remote = 0;
     std::vector<int> nr, nc, ku, kv;  // per local node
     std::vector<int> wr, offr, wc, offc;
-    int ld = 1, nearw = 1, p = 0;
     int first = 0;  // the first sample column that om, y, ps and z hold (a finished level: the new ones)
     buffer<T, Space> om, y, ps, z, u, v, d, rh, rd;  // rh, rd: the received H and D blocks (ld x ld each)
     int nodes() const { return own + int(ghost.size()); }
     int global(int t) const { return t < own ? b0 + t : ghost[std::size_t(t - own)]; }
-    std::int64_t pair(int e) const { return std::int64_t(e) * ld * ld; }
-    projection_shape shape(int l, int side, int s, std::uint64_t seed) const { return {l, side, s, ld, nearw, p, seed}; }
-    std::int64_t row_block(int t) const { return std::int64_t(t) * ld * nearw; }
-    std::int64_t basis_stride() const { return std::int64_t(ld) * (ld + p); }
-    std::int64_t basis_at(int t) const { return t * basis_stride(); }
+    projection_shape shape(int l, int side, int s, std::uint64_t seed) const { return {*this, l, side, s, seed}; }
     const T* col_basis() const { return (v.size() ? v : u).data(); }  // V, or U when shared
   };
 

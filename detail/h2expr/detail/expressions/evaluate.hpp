@@ -13,6 +13,10 @@
 // evaluated by the sampler's function: their sum d is the sampler's exact diagonal part (with_diagonal),
 // so hara() samples the rest and adds diag(d) to the new matrix's dense leaves exactly.
 //
+// Blocks of vectors come in the user's row order, or in the padded tree order of one cluster tree
+// (padded_order): there H2 operands on that tree multiply with no reordering (hara(A * A) samples and
+// the inner block stay in tree order), and any other leaf reorders its block in and out.
+//
 // The sampler also carries what hara() deduces from the expression: its structure (an operand's with
 // the expression's shape) and whether it is symmetric (A * A of a symmetric A, A + A^T, X^T M X with a
 // symmetric M, e.g. A22 - A21 solve(cholesky(A11)) A12 when A21 = A12^T), so that hara samples half.
@@ -105,35 +109,67 @@ void write_or_accumulate(T alpha, const_view<T, Space> in, T beta, view<T, Space
            out.data(), std::size_t(out.ld()));
 }
 
+// A leaf's product in either order: in the user's, its own apply_user; in a padded order, the block is
+// put in the user's order, multiplied, and put back (its temporaries kept for the next block).
+template <class Derived, class T, class Space>
+class leaf_evaluator {
+ public:
+  void apply(op t, T alpha, const_view<T, Space> in, T beta, view<T, Space> out, const padded_order<Space>& o = {}) {
+    auto& self = static_cast<Derived&>(*this);
+    if (o.user()) return self.apply_user(t, alpha, in, beta, out);
+    const auto& ctx = context_of_leaf(self.leaf());
+    auto& c = *ctx;
+    const int nv = int(in.cols());
+    auto X = x_.get(o.n, nv, ctx), Y = y_.get(o.n, nv, ctx);
+    scatter_rows(c, o.map, o.np, in.data(), in.ld(), X.data(), X.ld(), nv);
+    self.apply_user(t, T(1), X, T(0), Y);
+    if (alpha == T(1) && beta == T(0)) return gather_rows(c, o.map, o.np, Y.data(), Y.ld(), out.data(), out.ld(), nv);
+    auto P = p_.get(o.np, nv, ctx);
+    gather_rows(c, o.map, o.np, Y.data(), Y.ld(), P.data(), P.ld(), nv);
+    axpby_2d(c, std::size_t(o.np), std::size_t(nv), alpha, P.data(), std::size_t(P.ld()), beta, out.data(),
+             std::size_t(out.ld()));
+  }
+
+ private:
+  scratch<T, Space> x_, y_, p_;
+};
+
 template <class T, class Space>
-class evaluator<h2_matrix<T, Space>> {
+class evaluator<h2_matrix<T, Space>> : public leaf_evaluator<evaluator<h2_matrix<T, Space>>, T, Space> {
  public:
   explicit evaluator(const h2_matrix<T, Space>& A) : A_(A) {}
-  void apply(op t, T alpha, const_view<T, Space> in, T beta, view<T, Space> out) {
+  void apply(op t, T alpha, const_view<T, Space> in, T beta, view<T, Space> out, const padded_order<Space>& o = {}) {
+    if (A_.data().works_in(o)) return hgemv_padded(A_.data(), t, alpha, in, beta, out);
+    leaf_evaluator<evaluator, T, Space>::apply(t, alpha, in, beta, out, o);
+  }
+  void apply_user(op t, T alpha, const_view<T, Space> in, T beta, view<T, Space> out) {
     hgemv(A_.data(), t, alpha, in, beta, out);
   }
+  const h2_matrix<T, Space>& leaf() const { return A_; }
 
  private:
   const h2_matrix<T, Space>& A_;
 };
 
 template <class T, class Space>
-class evaluator<sparse_matrix<T, Space>> {
+class evaluator<sparse_matrix<T, Space>> : public leaf_evaluator<evaluator<sparse_matrix<T, Space>>, T, Space> {
  public:
   explicit evaluator(const sparse_matrix<T, Space>& S) : S_(S) {}
-  void apply(op t, T alpha, const_view<T, Space> in, T beta, view<T, Space> out) {
+  void apply_user(op t, T alpha, const_view<T, Space> in, T beta, view<T, Space> out) {
     S_.multiply(t, alpha, in, beta, out);
   }
+  const sparse_matrix<T, Space>& leaf() const { return S_; }
 
  private:
   const sparse_matrix<T, Space>& S_;
 };
 
 template <class T, class Space>
-class evaluator<matrix<T, Space>> {
+class evaluator<matrix<T, Space>> : public leaf_evaluator<evaluator<matrix<T, Space>>, T, Space> {
  public:
   explicit evaluator(const matrix<T, Space>& D) : D_(D) {}
-  void apply(op t, T alpha, const_view<T, Space> in, T beta, view<T, Space> out) {
+  const matrix<T, Space>& leaf() const { return D_; }
+  void apply_user(op t, T alpha, const_view<T, Space> in, T beta, view<T, Space> out) {
     require(D_.rows() <= INT_MAX && D_.cols() <= INT_MAX && in.cols() <= INT_MAX && in.ld() <= INT_MAX &&
                 out.ld() <= INT_MAX,
             "dense operand: sizes past the 32-bit integers of BLAS");
@@ -147,10 +183,11 @@ class evaluator<matrix<T, Space>> {
 };
 
 template <class T, class Space>
-class evaluator<diagonal_matrix<T, Space>> {
+class evaluator<diagonal_matrix<T, Space>> : public leaf_evaluator<evaluator<diagonal_matrix<T, Space>>, T, Space> {
  public:
   explicit evaluator(const diagonal_matrix<T, Space>& D) : D_(D) {}
-  void apply(op, T alpha, const_view<T, Space> in, T beta, view<T, Space> out) { D_.apply(alpha, in, beta, out); }
+  void apply_user(op, T alpha, const_view<T, Space> in, T beta, view<T, Space> out) { D_.apply(alpha, in, beta, out); }
+  const diagonal_matrix<T, Space>& leaf() const { return D_; }
 
  private:
   const diagonal_matrix<T, Space>& D_;
@@ -158,22 +195,26 @@ class evaluator<diagonal_matrix<T, Space>> {
 
 // A user's operand (expression.hpp's concept operand): its own apply, in the evaluator's argument order.
 template <operand X>
-class evaluator<X> {
+class evaluator<X> : public leaf_evaluator<evaluator<X>, typename X::value_type, typename X::space> {
  public:
   using T = typename X::value_type;
   using Space = typename X::space;
   explicit evaluator(const X& x) : x_(x) {}
-  void apply(op t, T alpha, const_view<T, Space> in, T beta, view<T, Space> out) { x_.apply(t, alpha, in, beta, out); }
+  void apply_user(op t, T alpha, const_view<T, Space> in, T beta, view<T, Space> out) {
+    x_.apply(t, alpha, in, beta, out);
+  }
+  const X& leaf() const { return x_; }
 
  private:
   const X& x_;
 };
 
 template <class T, class Space>
-class evaluator<sampler<T, Space>> {
+class evaluator<sampler<T, Space>> : public leaf_evaluator<evaluator<sampler<T, Space>>, T, Space> {
  public:
   explicit evaluator(const sampler<T, Space>& s) : s_(s) {}
-  void apply(op t, T alpha, const_view<T, Space> in, T beta, view<T, Space> out) {
+  const sampler<T, Space>& leaf() const { return s_; }
+  void apply_user(op t, T alpha, const_view<T, Space> in, T beta, view<T, Space> out) {
     write_or_accumulate(alpha, in, beta, out, tmp_, s_.context_ptr(), [&](const_view<T, Space> x, view<T, Space> y) {
       if (t == op::none) s_.apply(x, y);
       else s_.apply_transpose(x, y);
@@ -186,16 +227,18 @@ class evaluator<sampler<T, Space>> {
 };
 
 template <class T, class Space>
-class evaluator<solve_expr<T, Space>> {
+class evaluator<solve_expr<T, Space>> : public leaf_evaluator<evaluator<solve_expr<T, Space>>, T, Space> {
  public:
-  explicit evaluator(const solve_expr<T, Space>& e) : factor_(e.factor) {}
+  explicit evaluator(const solve_expr<T, Space>& e) : e_(e), factor_(e.factor) {}
+  const solve_expr<T, Space>& leaf() const { return e_; }
   // S^{-1} is symmetric: op does not matter.
-  void apply(op, T alpha, const_view<T, Space> in, T beta, view<T, Space> out) {
+  void apply_user(op, T alpha, const_view<T, Space> in, T beta, view<T, Space> out) {
     write_or_accumulate(alpha, in, beta, out, tmp_, factor_.context_ptr(),
                         [&](const_view<T, Space> x, view<T, Space> y) { factor_.solve(x, y); });
   }
 
  private:
+  const solve_expr<T, Space>& e_;
   const sparse_cholesky<T, Space>& factor_;
   scratch<T, Space> tmp_;
 };
@@ -207,10 +250,10 @@ class evaluator<sum_expr<L, R>> {
 
  public:
   explicit evaluator(const sum_expr<L, R>& e) : e_(e), left_(e.left), right_(e.right) {}
-  void apply(op t, T alpha, const_view<T, Space> in, T beta, view<T, Space> out) {
-    if (skip_left_) return right_.apply(t, alpha * e_.b, in, beta, out);
-    left_.apply(t, alpha * e_.a, in, beta, out);
-    if (!skip_right_) right_.apply(t, alpha * e_.b, in, T(1), out);
+  void apply(op t, T alpha, const_view<T, Space> in, T beta, view<T, Space> out, const padded_order<Space>& o = {}) {
+    if (skip_left_) return right_.apply(t, alpha * e_.b, in, beta, out, o);
+    left_.apply(t, alpha * e_.a, in, beta, out, o);
+    if (!skip_right_) right_.apply(t, alpha * e_.b, in, T(1), out, o);
   }
   // Terms left out of apply (diagonal terms the sampler adds exactly; not both).
   void skip(bool left, bool right) { skip_left_ = left, skip_right_ = right; }
@@ -232,14 +275,14 @@ class evaluator<product_expr<L, R>> {
  public:
   explicit evaluator(const product_expr<L, R>& e) : e_(e), left_(e.left), right_(e.right), ctx_(context_of(e)) {}
   // L R x: the inner block first; (L R)^T x = R^T (L^T x). Both inner blocks are L.cols() rows.
-  void apply(op t, T alpha, const_view<T, Space> in, T beta, view<T, Space> out) {
-    auto tmp = tmp_.get(e_.left.cols(), in.cols(), ctx_);
+  void apply(op t, T alpha, const_view<T, Space> in, T beta, view<T, Space> out, const padded_order<Space>& o = {}) {
+    auto tmp = tmp_.get(o.rows(e_.left.cols()), in.cols(), ctx_);
     if (t == op::none) {
-      right_.apply(t, T(1), in, T(0), tmp);
-      left_.apply(t, alpha, tmp, beta, out);
+      right_.apply(t, T(1), in, T(0), tmp, o);
+      left_.apply(t, alpha, tmp, beta, out, o);
     } else {
-      left_.apply(t, T(1), in, T(0), tmp);
-      right_.apply(t, alpha, tmp, beta, out);
+      left_.apply(t, T(1), in, T(0), tmp, o);
+      right_.apply(t, alpha, tmp, beta, out, o);
     }
   }
 
@@ -258,8 +301,8 @@ class evaluator<scaled_expr<E>> {
 
  public:
   explicit evaluator(const scaled_expr<E>& e) : s_(e.s), inner_(e.inner) {}
-  void apply(op t, T alpha, const_view<T, Space> in, T beta, view<T, Space> out) {
-    inner_.apply(t, alpha * s_, in, beta, out);
+  void apply(op t, T alpha, const_view<T, Space> in, T beta, view<T, Space> out, const padded_order<Space>& o = {}) {
+    inner_.apply(t, alpha * s_, in, beta, out, o);
   }
   evaluator<std::remove_cvref_t<E>>& inner() { return inner_; }
 
@@ -275,8 +318,8 @@ class evaluator<transpose_expr<E>> {
 
  public:
   explicit evaluator(const transpose_expr<E>& e) : inner_(e.inner) {}
-  void apply(op t, T alpha, const_view<T, Space> in, T beta, view<T, Space> out) {
-    inner_.apply(flip(t), alpha, in, beta, out);
+  void apply(op t, T alpha, const_view<T, Space> in, T beta, view<T, Space> out, const padded_order<Space>& o = {}) {
+    inner_.apply(flip(t), alpha, in, beta, out, o);
   }
   evaluator<std::remove_cvref_t<E>>& inner() { return inner_; }
 
@@ -474,23 +517,39 @@ auto as_sampler(E&& e) {
     st->diagonal_only = detail::split_diagonal(x, st->eval, T(1), diagonal.data(), any);
     if (!any) diagonal = matrix<T, Space>();
   }
-  auto product = [st](detail::op t) {
-    return [st, t](const_view<T, Space> in, view<T, Space> out) {
+  auto product = [st](detail::op t, detail::padded_order<Space> o = {}) {
+    return [st, t, o](const_view<T, Space> in, view<T, Space> out) {
       if (st->diagonal_only) {  // the function's part is zero
         auto& c = *detail::context_of(st->expr);
         if (out.ld() == out.rows()) detail::fill(c, out.data(), std::size_t(out.rows() * out.cols()), T(0));
         else
           for (index j = 0; j < out.cols(); ++j) detail::fill(c, out.data() + j * out.ld(), std::size_t(out.rows()), T(0));
       } else {
-        st->eval.apply(t, T(1), in, T(0), out);
+        st->eval.apply(t, T(1), in, T(0), out, o);
       }
     };
   };
-  sampler<T, Space> s = detail::is_symmetric(x)
-                            ? sampler<T, Space>(x.rows(), product(detail::op::none), ctx)
-                            : sampler<T, Space>(x.rows(), x.cols(), product(detail::op::none),
-                                                product(detail::op::transpose), ctx);
-  if (const auto* structure = detail::structure_of(x)) s.with_structure(*structure);
+  const bool symmetric = detail::is_symmetric(x);
+  sampler<T, Space> s = symmetric ? sampler<T, Space>(x.rows(), product(detail::op::none), ctx)
+                                  : sampler<T, Space>(x.rows(), x.cols(), product(detail::op::none),
+                                                      product(detail::op::transpose), ctx);
+  if (const auto* structure = detail::structure_of(x)) {
+    s.with_structure(*structure);
+    // The same products in the padded order of the structure's tree, when an H2 operand lives on that
+    // tree and every operand is n x n (so that every inner block is n rows too).
+    detail::padded_order<Space> o;
+    bool square = x.rows() == x.cols() && structure->symmetric_trees();
+    detail::for_each_leaf(x, [&](const auto& leaf) {
+      square = square && leaf.rows() == x.rows() && leaf.cols() == x.rows();
+      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(leaf)>, h2_matrix<T, Space>>)
+        if (o.user() && leaf.data().structure.symmetric_trees() &&
+            leaf.data().structure.row_tree().same_clusters(structure->row_tree()))
+          o = leaf.data().padded();
+    });
+    if (square && !o.user())
+      s.with_tree_products(o, product(detail::op::none, o),
+                           product(symmetric ? detail::op::none : detail::op::transpose, o));
+  }
   if (diagonal.rows() > 0) s.with_diagonal(std::move(diagonal));
   return s;
 }

@@ -117,6 +117,18 @@ struct space_structure {
   }
 };
 
+// The row order of a block of vectors: the user's (tree == null), or the padded tree order of one
+// cluster tree (row leaf * m + i; padding rows hold zeros), the order every H2 phase works in. Operands
+// on that tree exchange blocks in it with no reordering (hara of A * A: samples, inner products).
+template <class Space>
+struct padded_order {
+  const cluster_tree* tree = nullptr;
+  const int* map = nullptr;  // padded position -> user index, or -1 (space_structure::padded_to_user)
+  index n = 0, np = 0;       // user rows, padded rows
+  bool user() const { return tree == nullptr; }
+  index rows(index user_rows) const { return user() ? user_rows : np; }
+};
+
 template <class T, class Space>
 struct h2_data {
   context_ptr<Space> ctx;
@@ -145,6 +157,16 @@ struct h2_data {
     std::size_t s = row_basis->bytes() + (col_basis != row_basis ? col_basis->bytes() : 0);
     for (const auto& c : coupling) s += c.size() * sizeof(T);
     return s + dense.size() * sizeof(T);
+  }
+  // Blocks of vectors in this matrix's padded tree order (its rows' tree).
+  padded_order<Space> padded() const {
+    const auto& tree = structure.row_tree();
+    return {&tree, arrays->padded_to_user.data(), index(tree.points()), index(1 << depth()) * m_max};
+  }
+  // Whether op(A) reads and writes blocks in the padded order o with no reordering: its rows and
+  // columns are clustered as o's tree (A * B of two matrices built on one point set each).
+  bool works_in(const padded_order<Space>& o) const {
+    return !o.user() && structure.symmetric_trees() && structure.row_tree().same_clusters(*o.tree);
   }
   h2_data clone() const {
     h2_data c;

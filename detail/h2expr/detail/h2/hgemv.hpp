@@ -14,6 +14,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace h2expr::detail {
@@ -24,32 +25,35 @@ struct hgemv_phases {
   double total() const { return gather + upsweep + coupling + downsweep + leaves + dense + scatter; }
 };
 
-// Y = alpha op(A) X + beta Y (beta == 0 does not read Y): expressions sum products into one buffer.
-template <class T, class Space>
-void hgemv(const h2_data<T, Space>& A, op trans, T alpha, const_view<T, Space> X, T beta, view<T, Space> Y,
-           hgemv_phases* phases = nullptr) {
-  auto& ctx = *A.ctx;
-  auto last = std::chrono::steady_clock::now();
-  auto mark = [&](double hgemv_phases::*slot) {
+// Times per phase: the clock between marks (synchronizing, so that a phase's launches are counted).
+template <class Space>
+struct phase_clock {
+  context<Space>& ctx;
+  hgemv_phases* phases;
+  std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
+  void mark(double hgemv_phases::*slot) {
     if (!phases) return;
     ctx.synchronize();
     const auto now = std::chrono::steady_clock::now();
     phases->*slot += std::chrono::duration<double>(now - last).count();
     last = now;
-  };
-  require(X.cols() <= INT_MAX, "H2 product: more than 2^31 - 1 vectors");
-  const int L = A.depth(), m = A.m_max, nv = int(X.cols());
+  }
+};
+
+// Yp = op(A) Xp on blocks in A's padded tree order (np x nv; Xp's padding rows zero, Yp's come back
+// zero): the phases between the gather and the scatter.
+template <class T, class Space>
+void hgemv_tree(const h2_data<T, Space>& A, op trans, const T* Xp, std::int64_t ldx, T* Yp, std::int64_t ldy, int nv,
+                phase_clock<Space>& clock) {
+  auto& ctx = *A.ctx;
+  auto mark = [&](double hgemv_phases::*slot) { clock.mark(slot); };
+  const int L = A.depth(), m = A.m_max;
   const int leaves = 1 << L;
-  const std::int64_t np = std::int64_t(leaves) * m;
   const basis_tree<T, Space>& in = trans == op::none ? *A.col_basis : *A.row_basis;
   const basis_tree<T, Space>& out = trans == op::none ? *A.row_basis : *A.col_basis;
   const basis_layout li = in.layout(A.rank), lo = out.layout(A.rank);
   const auto& arrays = *A.arrays;
-  if (nv == 0) return;
-
-  buffer<T, Space> Xp(A.ctx, std::size_t(np) * nv), Yp(A.ctx, std::size_t(np) * nv);
-  gather_rows(ctx, arrays.padded_to_user.data(), np, X.data(), X.ld(), Xp.data(), np, nv);
-  mark(&hgemv_phases::gather);
+  require(ldx <= INT_MAX && ldy <= INT_MAX, "H2 product: padded blocks past 2^31 - 1 rows");
 
   // x_hat[l], y_hat[l]: the coefficients of every node of level l, stacked: total(l) x nv (node t at
   // rows at(l, t)). One allocation for all of them: a product is a few dozen launches, and
@@ -78,8 +82,8 @@ void hgemv(const h2_data<T, Space>& A, op trans, T alpha, const_view<T, Space> X
   // Upsweep: x_hat = V_leaf^T X at the leaves, then x_hat(parent) = [E_c1; E_c2]^T x_hat(children).
   const int ldxL = int(li.total(L));
   for (int t = 0; t < leaves; ++t)
-    items.push_back({li.k(L, t), nv, m, m * li.at(L, t), std::int64_t(t) * m, li.at(L, t), m, int(np), ldxL});
-  if (A.rank[L] > 0) gemm_items(A.ctx, op::transpose, op::none, T(1), in.leaves.data(), Xp.data(), T(0), xh[L], items);
+    items.push_back({li.k(L, t), nv, m, m * li.at(L, t), std::int64_t(t) * m, li.at(L, t), m, int(ldx), ldxL});
+  if (A.rank[L] > 0) gemm_items(A.ctx, op::transpose, op::none, T(1), in.leaves.data(), Xp, T(0), xh[L], items);
   for (int l = L; l > top; --l) {
     if (A.rank[l - 1] == 0) continue;
     items.clear();
@@ -146,23 +150,58 @@ void hgemv(const h2_data<T, Space>& A, op trans, T alpha, const_view<T, Space> X
   if (A.rank[L] > 0) {
     items.clear();
     for (int t = 0; t < leaves; ++t)
-      items.push_back({m, nv, lo.k(L, t), m * lo.at(L, t), lo.at(L, t), std::int64_t(t) * m, m, int(lo.total(L)), int(np)});
-    gemm_items(A.ctx, op::none, op::none, T(1), out.leaves.data(), yh[L], T(0), Yp.data(), items);
+      items.push_back({m, nv, lo.k(L, t), m * lo.at(L, t), lo.at(L, t), std::int64_t(t) * m, m, int(lo.total(L)), int(ldy)});
+    gemm_items(A.ctx, op::none, op::none, T(1), out.leaves.data(), yh[L], T(0), Yp, items);
   }
   mark(&hgemv_phases::leaves);
   const T leaves_written = A.rank[L] > 0 ? T(1) : T(0);
   const auto& dn = arrays.dense;
   if (trans == op::none)
     bsr_gemm(ctx, op::none, leaves, dn.row_ptr.data(), dn.col.data(), static_cast<const int*>(nullptr), A.dense.data(),
-             m, m, std::int64_t(m) * m, Xp.data(), np, Yp.data(), np, nv, leaves_written);
+             m, m, std::int64_t(m) * m, Xp, ldx, Yp, ldy, nv, leaves_written);
   else
     bsr_gemm(ctx, op::transpose, leaves, dn.col_ptr.data(), dn.row_of.data(), dn.block_of.data(), A.dense.data(), m, m,
-             std::int64_t(m) * m, Xp.data(), np, Yp.data(), np, nv, leaves_written);
+             std::int64_t(m) * m, Xp, ldx, Yp, ldy, nv, leaves_written);
 
   mark(&hgemv_phases::dense);
+}
 
-  scatter_rows(ctx, arrays.padded_to_user.data(), np, Yp.data(), np, Y.data(), Y.ld(), nv, alpha, beta);
-  mark(&hgemv_phases::scatter);
+// Y = alpha op(A) X + beta Y (beta == 0 does not read Y): expressions sum products into one buffer.
+template <class T, class Space>
+void hgemv(const h2_data<T, Space>& A, op trans, T alpha, const_view<T, Space> X, T beta, view<T, Space> Y,
+           hgemv_phases* phases = nullptr) {
+  require(X.cols() <= INT_MAX, "H2 product: more than 2^31 - 1 vectors");
+  const int nv = int(X.cols());
+  if (nv == 0) return;
+  auto& ctx = *A.ctx;
+  phase_clock<Space> clock{ctx, phases};
+  const std::int64_t np = A.padded().np;
+  const int* map = A.arrays->padded_to_user.data();
+  buffer<T, Space> Xp(A.ctx, std::size_t(np) * nv), Yp(A.ctx, std::size_t(np) * nv);
+  gather_rows(ctx, map, np, X.data(), X.ld(), Xp.data(), np, nv);
+  clock.mark(&hgemv_phases::gather);
+  hgemv_tree(A, trans, Xp.data(), np, Yp.data(), np, nv, clock);
+  scatter_rows(ctx, map, np, Yp.data(), np, Y.data(), Y.ld(), nv, alpha, beta);
+  clock.mark(&hgemv_phases::scatter);
+}
+
+// The same on blocks in A's padded tree order (np rows, zero padding rows; see padded_order).
+template <class T, class Space>
+void hgemv_padded(const h2_data<T, Space>& A, op trans, T alpha, const_view<T, Space> Xp, T beta, view<T, Space> Yp,
+                  hgemv_phases* phases = nullptr) {
+  const index np = A.padded().np;
+  require<dimension_mismatch>(Xp.rows() == np && Yp.rows() == np && Xp.cols() == Yp.cols(),
+                              "H2 product in tree order: blocks of " + std::to_string(Xp.rows()) + " -> " +
+                                  std::to_string(Yp.rows()) + " rows, the padded order has " + std::to_string(np));
+  require(Xp.cols() <= INT_MAX, "H2 product: more than 2^31 - 1 vectors");
+  const int nv = int(Xp.cols());
+  if (nv == 0) return;
+  auto& ctx = *A.ctx;
+  phase_clock<Space> clock{ctx, phases};
+  if (alpha == T(1) && beta == T(0)) return hgemv_tree(A, trans, Xp.data(), Xp.ld(), Yp.data(), Yp.ld(), nv, clock);
+  buffer<T, Space> Z(A.ctx, std::size_t(np) * nv);
+  hgemv_tree(A, trans, Xp.data(), Xp.ld(), Z.data(), np, nv, clock);
+  axpby_2d(ctx, std::size_t(np), std::size_t(nv), alpha, Z.data(), std::size_t(np), beta, Yp.data(), std::size_t(Yp.ld()));
 }
 
 // Y = op(A) X.

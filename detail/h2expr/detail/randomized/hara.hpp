@@ -149,7 +149,7 @@ class hara_builder {
     auto X = matrix<T, Space>::random(n_, probes, p_.seed ^ 0x5851f42d4c957f2dull, ctx_);
     auto Y = matrix<T, Space>::uninitialized(n_, probes, ctx_);
     M_.apply(X.view(), Y.view());
-    const double f = to_dense(Y).template cast<double>().norm() / std::sqrt(double(probes));
+    const double f = std::sqrt(sum_of_squares(*ctx_, Y.data(), std::size_t(n_) * probes) / probes);
     require<non_finite_value>(std::isfinite(f), "hara: the operator's products are not finite");
     return f;
   }
@@ -157,6 +157,15 @@ class hara_builder {
   // Yp = (M - H) Xp (or the transposes), both np x w in padded tree order.
   void residual(bool transpose, const T* Xp, T* Yp, int w) {
     auto& c = *ctx_;
+    samples_ += w;
+    if (H_.works_in(M_.tree_order())) {  // the operator's products in this tree's order: no reordering
+      const op t = transpose ? op::transpose : op::none;
+      const const_view<T, Space> X(Xp, np_, w, np_, &c);
+      const view<T, Space> Y(Yp, np_, w, np_, &c);
+      M_.tree_apply(t, X, Y);
+      if (peel_) hgemv_padded(H_, t, T(-1), X, T(1), Y);
+      return;
+    }
     const int* map = H_.arrays->padded_to_user.data();
     auto X = matrix<T, Space>::uninitialized(n_, w, ctx_), Y = matrix<T, Space>::uninitialized(n_, w, ctx_);
     scatter_rows(c, map, np_, Xp, np_, X.data(), n_, w);
@@ -168,7 +177,6 @@ class hara_builder {
       axpy(c, std::size_t(n_) * w, T(-1), Z.data(), Y.data());
     }
     gather_rows(c, map, np_, Y.data(), n_, Yp, np_, w);
-    samples_ += w;
   }
 
   int node_size(int l, int t) const { return sizes_[cluster_tree::level_begin(l) + t]; }

@@ -114,18 +114,11 @@ class one_sample_set_builder {
   // column side (Omega, Z), the ranks found, the bases U (first ku columns of u) and V; per near pair
   // (t, s) the block D (ld x ld each) and where s's rows sit in t's stacked near field (offr: columns
   // of Omega, offc: of Psi), whose widths are wr and wc.
-  struct level_data {
+  struct level_data : level_blocks {  // per-node blocks: ld x s (u, v, samples)
     std::vector<int> nr, nc, ku, kv, wr, wc;
     std::vector<int> offr, offc;
-    int ld = 1, nearw = 1;  // per-node blocks: ld x s (u, v, samples), ld x nearw (G, H); pairs: ld x ld
     buffer<T, Space> om, y, ps, z, u, v, d;
     int first = 0;  // the first sample column that om, y, ps and z hold (a finished level: the new ones)
-    int p = 0;  // held-out columns of the basis samples
-    std::int64_t pair(int e) const { return std::int64_t(e) * ld * ld; }
-    std::int64_t row_block(int t) const { return std::int64_t(t) * ld * nearw; }
-    int width() const { return ld + p; }  // of a node's basis samples W = Y P (at most its rows + p)
-    std::int64_t basis_stride() const { return std::int64_t(ld) * width(); }
-    std::int64_t basis_at(int t) const { return t * basis_stride(); }
   };
 
   // Columns s_ .. s - 1 of Omega, Y (and Psi, Z), in padded tree order, at column - base_ of the
@@ -147,33 +140,50 @@ class one_sample_set_builder {
       if (!sym_) grow(psi_), grow(z_);
     }
     const int* map = H_.arrays->padded_to_user.data();
+    // M's exact diagonal part is not sampled (hara() adds it to the result), but it counts in ||M||_F,
+    // which the tolerance is relative to: d in padded tree order, for the panels.
+    const auto* d = M_.diagonal();
+    if (d && dp_.empty()) {
+      dp_ = buffer<T, Space>(ctx_, std::size_t(np_));
+      gather_rows(c, map, np_, d->data(), n_, dp_.data(), np_, 1);
+    }
+    // An operator offering its products in this tree's padded order (hara of A * A on A's tree)
+    // writes the panels directly: no block reordered.
+    const bool tree_order = H_.works_in(M_.tree_order());
     // At most `chunk` columns per product: the operator's own temporaries (an expression's
     // intermediate products, HGEMV's padded copies) scale with the columns it is given; whole sample
     // sets of 3D structures (2,754 columns at n = 64,000) put them at 1.4 GB each.
     constexpr int chunk = 256;
     auto draw = [&](buffer<T, Space>& in, buffer<T, Space>& out, bool transpose, std::uint64_t seed) {
+      const op t = transpose ? op::transpose : op::none;
       for (int j = 0; j < w; j += chunk) {
         const int cols = std::min(chunk, w - j);
-        auto X = matrix<T, Space>::random(n_, cols, splitmix64(seed + std::uint64_t(j)), ctx_);
-        auto Y = matrix<T, Space>::uninitialized(n_, cols, ctx_);
-        // M's exact diagonal part is not sampled (hara() adds it to the result), but it counts in
-        // ||M||_F, which the tolerance is relative to.
-        if (transpose) M_.apply_transpose_off_diagonal(X.view(), Y.view());
-        else M_.apply_off_diagonal(X.view(), Y.view());
-        double sum = 0;
-        if (const auto* d = M_.diagonal()) {
-          auto Yd = matrix<T, Space>(Y.view(), ctx_);
-          axpby_2d(c, std::size_t(n_), std::size_t(cols), T(1), X.data(), std::size_t(n_), T(1), Yd.data(), std::size_t(n_),
-                   d->data());
-          sum = sum_of_squares(c, Yd.data(), std::size_t(n_) * cols);
+        T* Xp = in.data() + std::size_t(np_) * (s_ + j - base_);
+        T* Yp = out.data() + std::size_t(np_) * (s_ + j - base_);
+        {  // Omega's entries are functions of the user's index, whatever the order (as on the ranks)
+          auto X = matrix<T, Space>::random(n_, cols, splitmix64(seed + std::uint64_t(j)), ctx_);
+          gather_rows(c, map, np_, X.data(), n_, Xp, np_, cols);
+          if (tree_order) {
+            M_.tree_apply(t, const_view<T, Space>(Xp, np_, cols, np_, &c), view<T, Space>(Yp, np_, cols, np_, &c));
+          } else {
+            auto Y = matrix<T, Space>::uninitialized(n_, cols, ctx_);
+            if (transpose) M_.apply_transpose_off_diagonal(X.view(), Y.view());
+            else M_.apply_off_diagonal(X.view(), Y.view());
+            gather_rows(c, map, np_, Y.data(), n_, Yp, np_, cols);
+          }
+        }
+        double sum = 0;  // ||(M - diag(d) + diag(d)) Omega||_F^2 (padding rows are zeros)
+        if (d) {
+          auto Yd = matrix<T, Space>::uninitialized(np_, cols, ctx_);
+          copy(c, Yp, Yd.data(), std::size_t(np_) * cols);
+          axpby_2d(c, std::size_t(np_), std::size_t(cols), T(1), Xp, std::size_t(np_), T(1), Yd.data(),
+                   std::size_t(np_), dp_.data());
+          sum = sum_of_squares(c, Yd.data(), std::size_t(np_) * cols);
         } else {
-          sum = sum_of_squares(c, Y.data(), std::size_t(n_) * cols);
+          sum = sum_of_squares(c, Yp, std::size_t(np_) * cols);
         }
         require<non_finite_value>(std::isfinite(sum), "hara: the operator's products are not finite");
         energy_ += sum, columns_ += cols;
-        const std::size_t at = std::size_t(np_) * (s_ + j - base_);
-        gather_rows(c, map, np_, X.data(), n_, in.data() + at, np_, cols);
-        gather_rows(c, map, np_, Y.data(), n_, out.data() + at, np_, cols);
         c.synchronize();
       }
     };
@@ -255,7 +265,7 @@ class one_sample_set_builder {
   void project(int l, int which, level_data& d, const panel& om, const std::vector<int>& rows, const std::vector<int>& off,
                const std::vector<int>& nin, const panel& y, const std::vector<int>& nout, buffer<T, Space>& g,
                buffer<T, Space>* basis, std::vector<double>* check) {
-    const projection_shape sh{l, which, s_, d.ld, d.nearw, d.p, p_.seed};
+    const projection_shape sh{d, l, which, s_, p_.seed};
     if (basis) {
       *basis = buffer<T, Space>(ctx_, std::size_t(nin.size()) * d.basis_stride());
       fill(*ctx_, basis->data(), basis->size(), T(0));
@@ -564,6 +574,7 @@ class one_sample_set_builder {
   std::int64_t np_ = 0;
   std::vector<int> leaf_, ranks_;
   buffer<T, Space> omega_, y_, psi_, z_;  // np x s_ each, padded tree order
+  buffer<T, Space> dp_;                   // M's diagonal part in padded tree order, if any
   std::vector<level_data> lv_;
   std::vector<hara_level_report> levels_;
   double norm_ = 0, energy_ = 0;

@@ -152,13 +152,20 @@ struct sample_panel {
 
 // A level's per-node blocks: bases ld x (ld + p) (at basis_at), G blocks ld x nearw (at row_block);
 // s samples; level and side (0: Omega and Y, 1: Psi and Z) and seed pick the test matrix.
-struct projection_shape {
-  int level = 0, side = 0, s = 0, ld = 1, nearw = 1, p = 0;
-  std::uint64_t seed = 0;
+// Where a level's per-node blocks sit: ld rows each; a node's G or H block ld x nearw, its basis
+// samples ld x width(), a near pair's block ld x ld.
+struct level_blocks {
+  int ld = 1, nearw = 1, p = 0;  // p: held-out columns of the basis samples
   int width() const { return ld + p; }  // of a node's basis samples W = Y P (at most its rows + p)
   std::int64_t basis_stride() const { return std::int64_t(ld) * width(); }
   std::int64_t basis_at(int t) const { return t * basis_stride(); }
   std::int64_t row_block(int t) const { return std::int64_t(t) * ld * nearw; }
+  std::int64_t pair(int e) const { return std::int64_t(e) * ld * ld; }
+};
+
+struct projection_shape : level_blocks {
+  int level = 0, side = 0, s = 0;
+  std::uint64_t seed = 0;
 };
 
 // One side of a level: f the near fields of the projected nodes 0 .. nin.size() - 1, whose partners

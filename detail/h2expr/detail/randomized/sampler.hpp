@@ -4,7 +4,9 @@
 // one function is taken as a symmetric operator, two (f, f_transpose) as a general one. H2 matrices
 // and their products convert to samplers too (samplers/), keeping their structure as a hint. A
 // sampler may carry an exact diagonal part d (with_diagonal): M = f + diag(d), of which hara() samples
-// f alone and puts diag(d) into the new matrix's dense diagonal leaves.
+// f alone and puts diag(d) into the new matrix's dense diagonal leaves. A sampler made from an
+// expression whose H2 operands share a tree also carries f in that tree's padded order
+// (with_tree_products), which hara() calls when it builds on the same tree: no reordering per block.
 //
 //   hx::sampler<double> S(n, [&](hx::const_view<double> in, hx::view<double> out) { /* out = M in */ });
 //   hx::matrix<double> Y = S * X;
@@ -13,6 +15,7 @@
 #include <h2expr/detail/operands/matrix.hpp>
 #include <h2expr/detail/structure/structure.hpp>
 #include <h2expr/detail/core/view.hpp>
+#include <h2expr/detail/h2/h2_data.hpp>
 
 #include <functional>
 #include <memory>
@@ -68,6 +71,23 @@ class sampler {
   // The exact diagonal part d (n entries in the space), or null.
   const matrix<T, Space>* diagonal() const { return diagonal_.get(); }
 
+  // f and f_transpose again, on blocks in the padded tree order o (np rows, zero padding rows in and
+  // out; see padded_order): M - diag(d) as apply_off_diagonal, without reordering.
+  sampler& with_tree_products(detail::padded_order<Space> o, function f, function f_transpose) {
+    detail::require(!o.user() && o.n == rows_ && rows_ == cols_ && bool(f) && bool(f_transpose),
+                    "sampler: tree-order products need a square operator, the tree and both functions");
+    tree_ = o, tree_f_ = std::move(f), tree_ft_ = std::move(f_transpose);
+    return *this;
+  }
+  // The padded order tree_apply works in (user() when there is none).
+  const detail::padded_order<Space>& tree_order() const { return tree_; }
+  // out = (M - diag(d)) in, or its transpose, on blocks in tree_order().
+  void tree_apply(detail::op t, const_view<T, Space> in, view<T, Space> out) const {
+    detail::require(!tree_.user(), "sampler: no tree-order products");
+    run(t == detail::op::none ? tree_f_ : tree_ft_, tree_.np, tree_.np, in, out,
+        t == detail::op::none ? "M (tree order)" : "M^T (tree order)");
+  }
+
   // out = M in, out = M^T in (sizes checked).
   void apply(const_view<T, Space> in, view<T, Space> out) const {
     run(f_, rows_, cols_, in, out, "M");
@@ -88,6 +108,7 @@ class sampler {
     sampler t(*this);
     std::swap(t.rows_, t.cols_);
     std::swap(t.f_, t.ft_);
+    std::swap(t.tree_f_, t.tree_ft_);
     return t;
   }
 
@@ -111,6 +132,8 @@ class sampler {
   ::h2expr::context_ptr<Space> ctx_;
   index rows_ = 0, cols_ = 0;
   function f_, ft_;
+  detail::padded_order<Space> tree_;  // tree_f_, tree_ft_: f and ft in that order, if any
+  function tree_f_, tree_ft_;
   std::shared_ptr<const matrix<T, Space>> diagonal_;  // shared by copies
   bool symmetric_ = false;
   ::h2expr::structure<T> structure_;

@@ -54,6 +54,11 @@ struct cluster_tree {
     }
     return std::sqrt(d2);
   }
+  // The same clusters: the same points in each node (so the same padded order), whatever the boxes.
+  bool same_clusters(const cluster_tree& o) const {
+    return this == &o || (depth == o.depth && max_leaf_size == o.max_leaf_size && perm == o.perm && begin == o.begin &&
+                          end == o.end);
+  }
   // position[i] = tree position of user index i (the inverse of perm).
   std::vector<int> positions() const {
     std::vector<int> pos(perm.size());
