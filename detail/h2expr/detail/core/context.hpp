@@ -10,6 +10,7 @@
 #include <h2expr/detail/core/cuda/context.cuh>
 #endif
 
+#include <chrono>
 #include <memory>
 
 namespace h2expr {
@@ -30,6 +31,15 @@ context_ptr<Space> default_context() {
 }
 
 namespace detail {
+// Seconds from t0 to the end of the work queued on ctx so far: a timing report is the host reading a
+// result, so it waits for the stream. (Nothing else in the algorithms waits: buffers are freed in
+// stream order, and transfers to the host wait by themselves.)
+template <class Space>
+double seconds_since(context<Space>& ctx, std::chrono::steady_clock::time_point t0) {
+  ctx.synchronize();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 // The CUDA space's device probe. Every translation unit that can use the space registers it (below),
 // so that cuda_available() has one definition and one answer in all translation units of a program,
 // C++ and CUDA alike: it is null where none of them can use the space. (Two bodies chosen by the

@@ -75,7 +75,6 @@ void pad(h2_data<T, Space>& A) {
   auto row = std::make_shared<basis_tree<T, Space>>(relayout(A.ctx, *A.row_basis, fr, uniform, A.m_max));
   A.col_basis = shared ? row : std::make_shared<basis_tree<T, Space>>(relayout(A.ctx, *A.col_basis, fc, uniform, A.m_max));
   A.row_basis = row;
-  A.ctx->synchronize();
 }
 
 // Stores a uniform A with the node ranks rows[l][t] and cols[l][t] (<= A.rank[l]; ignored for
@@ -105,7 +104,6 @@ void compact(h2_data<T, Space>& A, std::vector<std::vector<int>> rows, std::vect
     A.col_basis = shared ? row : std::make_shared<basis_tree<T, Space>>(relayout(A.ctx, *A.col_basis, from, to, A.m_max));
     A.row_basis = row;
     A.rank = r;
-    A.ctx->synchronize();
     return;
   }
   const basis_layout tr = make_basis_layout(rows, r), tc = make_basis_layout(cols, r);
@@ -120,7 +118,6 @@ void compact(h2_data<T, Space>& A, std::vector<std::vector<int>> rows, std::vect
   }
   A.row_basis = row;
   A.rank = r;
-  A.ctx->synchronize();
 }
 
 }  // namespace h2expr::detail

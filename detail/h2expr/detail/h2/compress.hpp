@@ -174,7 +174,6 @@ std::vector<buffer<T, Space>> basis_weights(h2_data<T, Space>& A, const basis_tr
         const int H = stack(false);
         qr_strided<T, Space>(ctx, W.data(), std::int64_t(H) * k, H, m, k, out, k, /*form_q=*/false);
       }
-      ctx->synchronize();  // the copy lists and W's next use wait for this group
     }
   }
   return R;
@@ -256,7 +255,6 @@ basis_tree<T, Space> truncated_basis(h2_data<T, Space>& A, const basis_tree<T, S
                            std::int64_t(2) * k * k, tmp.data() + h * k, 2 * k, std::int64_t(2) * k * rp, T(0),
                            N.transfers[l].data() + h * rc, 2 * rc, std::int64_t(2) * rc * rp, parents);
     }
-    ctx->synchronize();
   }
   return N;
 }
@@ -522,11 +520,10 @@ kept_ranks recompress(h2_data<T, Space>& d, Choose&& choose, compress_phases* ph
   const std::vector<int> k_in = d.rank;
   using clock = std::chrono::steady_clock;
   auto t0 = clock::now();
-  auto lap = [&](double compress_phases::*slot) {
-    d.ctx->synchronize();
-    const auto now = clock::now();
-    if (phases) phases->*slot += std::chrono::duration<double>(now - t0).count();
-    t0 = now;
+  auto lap = [&](double compress_phases::*slot) {  // (only when asked: timing waits for the stream)
+    if (!phases) return;
+    phases->*slot += seconds_since(*d.ctx, t0);
+    t0 = clock::now();
   };
   // Not again for bases orthogonalize() has just made orthonormal (the README's orthogonalize(A);
   // compress(A, tol) paid for it twice). compress's own output is not flagged: its nested transfers

@@ -33,10 +33,8 @@ struct phase_clock {
   std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
   void mark(double hgemv_phases::*slot) {
     if (!phases) return;
-    ctx.synchronize();
-    const auto now = std::chrono::steady_clock::now();
-    phases->*slot += std::chrono::duration<double>(now - last).count();
-    last = now;
+    phases->*slot += seconds_since(ctx, last);
+    last = std::chrono::steady_clock::now();
   }
 };
 

@@ -74,7 +74,6 @@ void copy_blocks(const context_ptr<Space>& ctx, int rows, int cols, const T* src
   if (so.empty() || rows == 0 || cols == 0) return;
   auto ps = pointers(ctx, const_cast<T*>(src), so), pd = pointers(ctx, dst, dof);
   copy_batched(*ctx, rows, cols, (const T* const*)ps.data(), lds, pd.data(), ldd, int(so.size()));
-  ctx->synchronize();  // the pointer arrays are released on return
 }
 
 // The explicit update columns W of level l (node t: P x k, ld P, nodes one after another) in nested
@@ -234,7 +233,6 @@ void append_level_update(h2_data<T, Space>& H, int l, int k, const T* Wrow, cons
       auto pd = pointers(ctx, S.data(), o_at);
       gemm_batched(*ctx, op::none, op::transpose, uc, uc, k, T(1), (const T* const*)pa.data(), uc,
                    (const T* const*)pb.data(), uc, T(0), pd.data(), rc, int(o_at.size()));
-      ctx->synchronize();
     }
     H.coupling[lc] = std::move(S);
   }
@@ -257,7 +255,6 @@ void append_level_update(h2_data<T, Space>& H, int l, int k, const T* Wrow, cons
     auto pd = pointers(ctx, H.dense.data(), od);
     gemm_batched(*ctx, op::none, op::transpose, m, m, k, T(1), (const T* const*)pa.data(), P,
                  (const T* const*)pb.data(), P, T(1), pd.data(), m, int(od.size()));
-    ctx->synchronize();
   }
   H.row_basis = row, H.col_basis = col, H.rank = r;
 }

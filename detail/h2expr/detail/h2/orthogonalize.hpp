@@ -24,8 +24,7 @@ buffer<T*, Space> pointers(const context_ptr<Space>& ctx, T* base, const std::ve
   buffer<T*, Space> p(ctx, offsets.size());
   if (offsets.empty()) return p;
   buffer<std::int64_t, Space> off(ctx, offsets);
-  marshal_offsets(*ctx, base, off.data(), int(offsets.size()), p.data());
-  ctx->synchronize();  // off is released on return
+  marshal_offsets(*ctx, base, off.data(), int(offsets.size()), p.data());  // off is freed after it, in stream order
   return p;
 }
 
@@ -103,7 +102,6 @@ std::vector<buffer<T, Space>> orthogonalize_basis(const context_ptr<Space>& ctx,
     if (r[L] > 0) {
       auto ps = pointers(ctx, B.leaves.data(), so), pd = pointers(ctx, leaves_r.data(), dof);
       copy_batched(*ctx, m_max, r[L], (const T* const*)ps.data(), m_max, pd.data(), m_max, leaves);
-      ctx->synchronize();
     }
     B.leaves = std::move(leaves_r);
   }
@@ -135,7 +133,6 @@ std::vector<buffer<T, Space>> orthogonalize_basis(const context_ptr<Space>& ctx,
       if (rp > 0) {
         auto ps = pointers(ctx, W.data(), so), pd = pointers(ctx, E.data(), dof);
         copy_batched(*ctx, 2 * rc * rp, 1, (const T* const*)ps.data(), 2 * rc * rp, pd.data(), 2 * rc * rp, parents);
-        ctx->synchronize();
       }
       W = std::move(E);
     }
@@ -204,7 +201,6 @@ std::vector<buffer<T, Space>> transform_coupling(const h2_data<T, Space>& A, con
                      (const T* const*)py.data() + first, k, T(0), pn.data() + first, rl, n);
       }
       copy_items(ctx, S.data(), S.data(), std::move(mirror), op::transpose);
-      ctx->synchronize();  // tmp and the pointer arrays are released on return
     }
     out[l] = std::move(S);
   }
@@ -223,7 +219,6 @@ void orthogonalize(h2_data<T, Space>& A) {
     A.coupling = transform_coupling(A, Rrow, op::none, Rcol, op::transpose, r);
   }
   A.rank = r;
-  A.ctx->synchronize();  // the temporaries of the last level go away with this scope
 }
 
 }  // namespace h2expr::detail

@@ -63,9 +63,8 @@ class sparse_cholesky {
       factor_on_host(S.to_eigen(), src, lt);
       s_->factor_nnz = std::size_t(lt.nnz());
       s_->factor = std::make_unique<detail::cholesky_factor<T, Space>>(s_->ctx, s_->n, std::move(src), lt);
-      s_->ctx->synchronize();
     }
-    s_->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    s_->seconds = detail::seconds_since(*s_->ctx, start);
   }
 
   index rows() const { return s_->n; }

@@ -4,6 +4,7 @@
 // offsets advance by fixed strides (a level of uniform rank) a gemm is one strided batch, with no
 // marshaling; otherwise the sizes and offsets go to the space in one upload and a variable-size
 // batch runs (the per-node ranks of a compressed matrix: the paper's "future work" of section 3).
+// Nothing here waits for the space: the marshaled arrays are freed in stream order after the batch.
 #include <h2expr/detail/primitives/batched.hpp>
 #include <h2expr/detail/core/buffer.hpp>
 
@@ -45,7 +46,6 @@ struct marshaled {
     const int count = int(offsets.size() / bases.size());
     for (std::size_t j = 0; j < bases.size(); ++j)
       marshal_offsets(*ctx, bases[j], off.data() + j * count, count, ptr.data() + j * count);
-    ctx->synchronize();  // off goes away on return
   }
 };
 }  // namespace items_detail
@@ -86,7 +86,6 @@ void gemm_items(const context_ptr<Space>& ctx, op ta, op tb, T alpha, const T* A
   gemm_vbatched(*ctx, ta, tb, sz, sz + count, sz + 2 * count, alpha, (const T* const*)p, sz + 3 * count,
                 (const T* const*)(p + count), sz + 4 * count, beta, p + 2 * count, sz + 5 * count, count, max_m, max_n,
                 max_k);
-  ctx->synchronize();  // the arrays go away on return
 }
 
 template <class T, class Space>
@@ -105,7 +104,6 @@ void copy_items(const context_ptr<Space>& ctx, const T* src, T* dst, std::vector
   const int* sz = mk.sizes.data();
   T* const* p = mk.ptr.data();
   copy_vbatched(*ctx, trans, sz, sz + count, (const T* const*)p, sz + 2 * count, p + count, sz + 3 * count, count);
-  ctx->synchronize();
 }
 
 // In-place thin QRs (qr_vbatched) of the items at A + ao[i] (m[i] x n[i], ld lda), R at R + ro[i]
@@ -125,7 +123,6 @@ void qr_items(const context_ptr<Space>& ctx, T* A, const std::vector<std::int64_
   const int* sz = mk.sizes.data();
   qr_vbatched(*ctx, sz, sz + count, mk.ptr.data(), sz + 2 * count, mk.ptr.data() + count, sz + 3 * count, count,
               *std::max_element(m.begin(), m.end()), *std::max_element(n.begin(), n.end()));
-  ctx->synchronize();
 }
 
 template <class T, class Space>
@@ -148,7 +145,6 @@ void trsm_items(const context_ptr<Space>& ctx, side sd, uplo ul, op ta, diag dg,
   T* const* p = mk.ptr.data();
   trsm_vbatched(*ctx, sd, ul, ta, dg, sz, sz + count, alpha, (const T* const*)p, sz + 2 * count, p + count,
                 sz + 3 * count, count, max_m, max_n);
-  ctx->synchronize();
 }
 
 // In-place lower Cholesky factors (potrf_vbatched) of the n[i] x n[i] items at A + ao[i] (ld lda).
@@ -164,8 +160,7 @@ int potrf_items(const context_ptr<Space>& ctx, T* A, const std::vector<std::int6
   buffer<int, Space> info(ctx, std::size_t(count));
   potrf_vbatched(*ctx, mk.sizes.data(), mk.ptr.data(), mk.sizes.data() + count, info.data(), count,
                  *std::max_element(n.begin(), n.end()));
-  ctx->synchronize();
-  const auto h = info.to_host();
+  const auto h = info.to_host();  // (waits for the factorizations)
   for (int i = 0; i < count; ++i)
     if (h[i] != 0) return i;
   return -1;

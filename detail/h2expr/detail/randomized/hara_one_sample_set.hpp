@@ -98,7 +98,7 @@ class one_sample_set_builder {
 
  private:
   using clock = std::chrono::steady_clock;
-  static double since(clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); }
+  double since(clock::time_point t0) const { return seconds_since(*ctx_, t0); }
 
   int needs(int nin) const { return samples_needed(nin, p_.converge_samples, p_.block_size); }
   int short_of(int nin) const { return samples_short(s_, nin, p_.converge_samples, p_.block_size); }
@@ -184,7 +184,6 @@ class one_sample_set_builder {
         }
         require<non_finite_value>(std::isfinite(sum), "hara: the operator's products are not finite");
         energy_ += sum, columns_ += cols;
-        c.synchronize();
       }
     };
     const std::uint64_t seed = splitmix64(p_.seed + 0x9e3779b97f4a7c15ull * std::uint64_t(round + 1));
@@ -556,7 +555,6 @@ class one_sample_set_builder {
       gemm_items(ctx_, op::none, op::none, T(1), d.u.data(), C[L_].data(), T(0), uc.data(), g1);
       gemm_items(ctx_, op::none, op::transpose, T(1), uc.data(), (sym_ ? d.u : d.v).data(), T(1), H.dense.data(), g2);
     }
-    ctx_->synchronize();
     return std::move(H_);
   }
 

@@ -272,7 +272,6 @@ void basis_samples(const context_ptr<Space>& ctx, const projection_shape& sh, co
     auto pa = pointers(ctx, basis, so), pss = pointers(ctx, sigma.data(), sv);
     svd_vbatched(*ctx, sz.data(), sz.data() + k, pa.data(), sz.data() + 2 * k, pss.data(), (T* const*)nullptr,
                  (const int*)nullptr, k, *std::max_element(sm.begin(), sm.end()), *std::max_element(sn.begin(), sn.end()));
-    ctx->synchronize();
   }
   // C = U^T W2 (u x p, ld ld), then W2 := W2 - U C and its Gram matrix (p x p, ld p): the error of
   // every truncation k <= u is a sum of squares, ||W2 - U C||^2 + sum_{i > k} ||C(i, :)||^2, with no
@@ -398,7 +397,6 @@ void project_near_fields(const context_ptr<Space>& ctx, const projection_shape& 
       if (basis) near_projection::basis_samples(ctx, sh, x, r, a, g, t0, t1, basis, *check);
     }
   }
-  ctx->synchronize();
 }
 
 }  // namespace h2expr::detail

@@ -80,8 +80,7 @@ void evaluate_blocks_on_device(context<cuda>& c, const Kernel& kernel, const blo
                                                                   out, first);
     H2EXPR_CUDA_LAUNCHED();
   }
-  c.synchronize();  // the index and point buffers go out of scope here
-}
+}  // the index and point buffers are freed after the kernels, in stream order
 
 // A grid-stride reduction over n entries into one device value that starts at zero: `launch(blocks,
 // value)` starts the kernel on c's stream; the value comes back to the host.
