@@ -352,9 +352,7 @@ low_rank_parts<T, Space> distributed_recompress(distributed_data<T, Space>& A, c
   low_rank_parts<T, Space> next;
   std::vector<buffer<T, Space>> Pg(static_cast<std::size_t>(S - 1));  // per own level: own nodes', then ghosts'
   ghost_factor_exchange<T, Space> ghosts;
-  const std::int64_t kkc = std::int64_t(k[c]) * k[c];
-  std::vector<int> counts(static_cast<std::size_t>(D.ranks));
-  std::vector<message<T, Space>> mine, all;
+  c_level_gather<T, Space> top;
   const rank_failure packed = rank_failure::of([&] {
     std::vector<const buffer<T, Space>*> own;
     for (int s = 0; s + 1 < S; ++s) {
@@ -366,33 +364,20 @@ low_rank_parts<T, Space> distributed_recompress(distributed_data<T, Space>& A, c
       own.push_back(&P[cb][l]);
     }
     ghosts.pack(A, own);
-    if (c > 0) {
-      require((std::int64_t(1) << c) * kkc <= INT_MAX, "distributed compress: the C-level bases pass 2^31 - 1 values");
-      for (int q = 0; q < D.ranks; ++q) counts[q] = int((D.first[q + 1] - D.first[q]) * kkc);
-      for (int b = 0; b < sides; ++b) {
-        mine.emplace_back(ctx, std::size_t(counts[D.rank]));
-        all.emplace_back(ctx, (std::size_t(1) << c) * kkc);
-        if (mine[b].size()) copy(*ctx, P[b][c].data(), mine[b].data(), mine[b].size());
-        mine[b].before_send();
-      }
-    }
+    std::vector<const buffer<T, Space>*> bases;
+    for (int b = 0; b < sides; ++b) bases.push_back(&P[b][c]);
+    top.pack(A, k[c], bases, "distributed compress");
   });
   comm.agree("distributed compress", {}, packed);
   ghosts.post(A, rep.bytes_sent, rep.messages_sent);
-  if (c > 0)
-    for (int b = 0; b < sides; ++b)
-      comm.allgather(mine[b].mpi(), counts, all[b].mpi()), rep.allgather_bytes += std::int64_t(mine[b].size() * sizeof(T));
+  top.post(A, rep.allgather_bytes);
 
   const rank_failure built = rank_failure::of([&] {
     // New bases: leaves U_t P_t (own), transfers P_c^T E_c P_p (own parents below c, all above).
     const int m = A.m_max;
     for (int b = 0; b < sides; ++b) {
       buffer<T, Space> Pc;  // every C-level node's
-      if (c > 0) {
-        all[b].after_receive();
-        Pc = buffer<T, Space>(ctx, all[b].size());
-        copy(*ctx, all[b].data(), Pc.data(), all[b].size());
-      }
+      if (c > 0) Pc = top.gathered(A, b);
       auto basis = std::make_shared<basis_share<T, Space>>();
       basis->leaves = buffer<T, Space>(ctx, std::size_t(D.count(L)) * m * r[L]);
       if (r[L] > 0 && D.count(L) > 0)

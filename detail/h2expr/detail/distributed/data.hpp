@@ -11,6 +11,7 @@
 #include <climits>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace h2expr::detail {
@@ -95,6 +96,47 @@ void build_peer_rows(distributed_data<T, Space>& d) {
     d.peer_row_at.push_back(std::move(at));
   }
 }
+
+// The C-level's k x k factors (R factors, truncation bases) of every side, from every rank to every
+// rank (the top above the C-level is computed on each). pack() runs inside a phase whose failures the
+// caller agrees on, post() (the allgathers) after the agreement, gathered() after that.
+template <class T, class Space>
+class c_level_gather {
+ public:
+  // factors[b]: side b's own C-level nodes' factors, k x k each. Nothing to do when the C-level is the root.
+  void pack(const distributed_data<T, Space>& A, int k, const std::vector<const buffer<T, Space>*>& factors,
+            const std::string& what) {
+    const partition& D = A.dist;
+    if (D.c == 0) return;
+    const std::int64_t kk = std::int64_t(k) * k;
+    require((std::int64_t(1) << D.c) * kk <= INT_MAX, what + ": the C-level factors pass 2^31 - 1 values");
+    counts_.assign(std::size_t(D.ranks), 0);
+    for (int q = 0; q < D.ranks; ++q) counts_[std::size_t(q)] = int((D.first[q + 1] - D.first[q]) * kk);
+    for (const auto* f : factors) {
+      mine_.emplace_back(A.ctx, std::size_t(counts_[std::size_t(D.rank)]));
+      all_.emplace_back(A.ctx, (std::size_t(1) << D.c) * kk);
+      if (mine_.back().size()) copy(*A.ctx, f->data(), mine_.back().data(), mine_.back().size());
+      mine_.back().before_send();
+    }
+  }
+  void post(const distributed_data<T, Space>& A, std::int64_t& allgather_bytes) {
+    for (std::size_t b = 0; b < mine_.size(); ++b) {
+      A.comm->allgather(mine_[b].mpi(), counts_, all_[b].mpi());
+      allgather_bytes += std::int64_t(mine_[b].size() * sizeof(T));
+    }
+  }
+  // Side b's factors of every C-level node, in node order.
+  buffer<T, Space> gathered(const distributed_data<T, Space>& A, int b) {
+    all_[std::size_t(b)].after_receive();
+    buffer<T, Space> f(A.ctx, all_[std::size_t(b)].size());
+    copy(*A.ctx, all_[std::size_t(b)].data(), f.data(), f.size());
+    return f;
+  }
+
+ private:
+  std::vector<int> counts_;
+  std::vector<message<T, Space>> mine_, all_;
+};
 
 // The own nodes' k_l x k_l factors (R factors, truncation bases) of levels c.. that each peer's blocks
 // need, one message per peer with every level's one after the other (the product's plans), and the

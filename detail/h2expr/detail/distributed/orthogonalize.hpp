@@ -95,9 +95,7 @@ distributed_traffic distributed_orthogonalize(distributed_data<T, Space>& A) {
   std::vector<buffer<T, Space>> R[2], Rtop[2];
   for (int b = 0; b < 2; ++b) transfers[b].resize(L + 1), R[b].resize(L + 1), Rtop[b].resize(c + 1);
   ghost_factor_exchange<T, Space> ghosts;
-  const std::int64_t kkc = std::int64_t(k[c]) * k[c];
-  std::vector<int> counts(static_cast<std::size_t>(D.ranks));
-  std::vector<message<T, Space>> mine, all;
+  c_level_gather<T, Space> top;
   const rank_failure local = rank_failure::of([&] {
     for (int b = 0; b < sides; ++b) {
       for (int l = c; l <= L; ++l) {
@@ -124,30 +122,19 @@ distributed_traffic distributed_orthogonalize(distributed_data<T, Space>& A) {
     std::vector<const buffer<T, Space>*> own;
     for (int s = 0; s + 1 < S; ++s) own.push_back(&R[cb][c + s]);
     ghosts.pack(A, own);
-    if (c > 0) {  // the allgather's buffers, made before the check
-      require((std::int64_t(1) << c) * kkc <= INT_MAX, "distributed orthogonalize: the C-level R factors pass 2^31 - 1 values");
-      for (int q = 0; q < D.ranks; ++q) counts[q] = int((D.first[q + 1] - D.first[q]) * kkc);
-      for (int b = 0; b < sides; ++b) {
-        mine.emplace_back(ctx, std::size_t(counts[D.rank]));
-        all.emplace_back(ctx, (std::size_t(1) << c) * kkc);
-        copy(*ctx, R[b][c].data(), mine[b].data(), mine[b].size());
-        mine[b].before_send();
-      }
-    }
+    std::vector<const buffer<T, Space>*> factors;  // the allgather's buffers, made before the check
+    for (int b = 0; b < sides; ++b) factors.push_back(&R[b][c]);
+    top.pack(A, k[c], factors, "distributed orthogonalize");
   });
   comm.agree("distributed orthogonalize", {}, local);
   ghosts.post(A, traffic.bytes_sent, traffic.messages_sent);
-  if (c > 0)
-    for (int b = 0; b < sides; ++b)
-      comm.allgather(mine[b].mpi(), counts, all[b].mpi()), traffic.allgather_bytes += std::int64_t(mine[b].size() * sizeof(T));
+  top.post(A, traffic.allgather_bytes);
 
   const rank_failure tail = rank_failure::of([&] {
     // The top, on every rank: all C-level R factors, then the same recursion on the replicated transfers.
     if (c > 0)
       for (int b = 0; b < sides; ++b) {
-        all[b].after_receive();
-        Rtop[b][c] = buffer<T, Space>(ctx, all[b].size());
-        copy(*ctx, all[b].data(), Rtop[b][c].data(), all[b].size());
+        Rtop[b][c] = top.gathered(A, b);
         for (int l = c; l >= 1; --l) {
           Rtop[b][l - 1] = buffer<T, Space>(ctx, (std::size_t(1) << (l - 1)) * k[l - 1] * k[l - 1]);
           transfers[b][l] = orthogonalize_transfers(ctx, Rtop[b][l].data(), B[b]->transfers[l], 1 << (l - 1), k[l], k[l - 1],
