@@ -513,22 +513,77 @@ TYPED_TEST_P(batched_test, random_fills_are_reproducible_per_item) {
   EXPECT_NEAR(sq / count, 1.0, 0.1);
 }
 
-TYPED_TEST_P(batched_test, marshaling_builds_pointer_arrays) {
+// batch: the shape it finds (uniform, strided) decides the kernel; every kind gives the reference.
+// Items of one allocation in three layouts: at a fixed stride (strided gemm), uniform at scattered
+// offsets (pointer arrays), of different sizes (variable-size); then copies (one transposed) and zero().
+TYPED_TEST_P(batched_test, batches_pick_their_kernel_and_match_the_reference) {
   using T = typename TypeParam::scalar;
   using Space = typename TypeParam::space;
   auto ctx = default_context<Space>();
-  buffer<T, Space> base(ctx, 1000);
-  buffer<T*, Space> out(ctx, 50);
-  detail::marshal_strided(*ctx, base.data(), 17, 50, out.data());
-  auto p = out.to_host();
-  for (int i = 0; i < 50; ++i) EXPECT_EQ(p[i], base.data() + 17 * i);
-  std::vector<std::int64_t> offsets(50);
   rng r(19);
-  for (auto& o : offsets) o = r.uniform_int(0, 999);
-  buffer<std::int64_t, Space> off(ctx, offsets);
-  detail::marshal_offsets(*ctx, base.data(), off.data(), 50, out.data());
-  p = out.to_host();
-  for (int i = 0; i < 50; ++i) EXPECT_EQ(p[i], base.data() + offsets[i]);
+  const int count = 23, m = 7, n = 5, k = 6;
+  const std::int64_t slot = 128;  // room for one item of up to 8 x 8, or two of 7 x 5 in the copies
+  // Three operands' storage (A, B, C), every slot random.
+  std::vector<dense<T>> host;
+  for (int j = 0; j < 3; ++j) host.push_back(r.template normal<T>(int(slot), count));
+  std::vector<buffer<T, Space>> store;
+  for (auto& h : host) store.emplace_back(ctx, std::vector<T>(h.data(), h.data() + h.size()));
+  auto item = [&](int which, std::int64_t at, int rows, int cols) {  // slot `at` as a rows x cols matrix
+    return Eigen::Map<const dense<T>>(host[which].data() + at * slot, rows, cols);
+  };
+  std::vector<int> scattered(count);
+  std::iota(scattered.begin(), scattered.end(), 0);
+  for (int i = count - 1; i > 0; --i) std::swap(scattered[i], scattered[r.uniform_int(0, i)]);
+  for (int layout = 0; layout < 3; ++layout) {
+    detail::batch<const T, Space> A(ctx), B(ctx);
+    detail::batch<T, Space> C(ctx);
+    std::vector<int> at(count), ms(count), ns(count), ks(count);
+    for (int i = 0; i < count; ++i) {
+      at[i] = layout == 1 ? scattered[i] : i;
+      ms[i] = layout == 2 ? r.uniform_int(0, 8) : m, ns[i] = layout == 2 ? r.uniform_int(1, 8) : n;
+      ks[i] = layout == 2 ? r.uniform_int(0, 8) : k;
+      A.add(store[0].data() + at[i] * slot, ks[i], ms[i], std::max(ks[i], 1));  // op(A) = A^T: m x k
+      B.add(store[1].data() + at[i] * slot, ks[i], ns[i], std::max(ks[i], 1));
+      C.add(store[2].data() + at[i] * slot, ms[i], ns[i], 8);
+    }
+    EXPECT_EQ(C.uniform(), layout != 2);
+    EXPECT_EQ(C.stride().has_value(), layout != 1);  // layout 2: strided items of different shapes
+    if (layout == 0) EXPECT_EQ(*C.stride(), slot);
+    detail::gemm(op::transpose, op::none, T(0.5), A, B, T(-1), C);
+    const auto got = store[2].to_host();
+    for (int i = 0; i < count; ++i) {
+      const dense<double> ref = 0.5 * item(0, at[i], ks[i], ms[i]).template cast<double>().transpose() *
+                                    item(1, at[i], ks[i], ns[i]).template cast<double>() -
+                                item(2, at[i], 8, ns[i]).topRows(ms[i]).template cast<double>();
+      const dense<T> out = Eigen::Map<const dense<T>>(got.data() + at[i] * slot, 8, ns[i]).topRows(ms[i]);
+      EXPECT_LT(relative_error(out, ref), tol<T>(10)) << "layout " << layout << " item " << i;
+    }
+    store[2] = buffer<T, Space>(ctx, std::vector<T>(host[2].data(), host[2].data() + host[2].size()));
+  }
+  // Copies: C_i = A_i (uniform, pointer arrays), then C_i = B_i^T (variable-size path), then zero().
+  detail::batch<const T, Space> A(ctx), B(ctx);
+  detail::batch<T, Space> C(ctx), Ct(ctx);
+  for (int i = 0; i < count; ++i) {
+    A.add(store[0].data() + scattered[i] * slot, m, n, m), C.add(store[2].data() + i * slot, m, n, 8);
+    B.add(store[1].data() + i * slot, n, m, n), Ct.add(store[2].data() + i * slot + 8 * n, m, n, m);
+  }
+  detail::copy(A, C);
+  detail::copy(B, Ct, op::transpose);
+  auto got = store[2].to_host();
+  for (int i = 0; i < count; ++i) {
+    EXPECT_EQ(dense<T>(Eigen::Map<const dense<T>>(got.data() + i * slot, 8, n).topRows(m)),
+              dense<T>(item(0, scattered[i], m, n)));
+    EXPECT_EQ(dense<T>(Eigen::Map<const dense<T>>(got.data() + i * slot + 8 * n, m, n)),
+              dense<T>(item(1, i, n, m).transpose()));
+  }
+  detail::zero(C);
+  got = store[2].to_host();
+  for (int i = 0; i < count; ++i) {
+    EXPECT_TRUE(Eigen::Map<const dense<T>>(got.data() + i * slot, 8, n).topRows(m).isZero(0));
+    EXPECT_EQ(got[std::size_t(i * slot + m)], host[2](m, i)) << "a row past the item was written";
+  }
+  // A malformed item raises.
+  EXPECT_THROW(C.add(store[2].data(), 9, 1, 8), h2expr::error);
 }
 
 // Cholesky QR halves (ARA): the Gram matrix is exact in double, A W has orthonormal columns, d is
@@ -761,7 +816,7 @@ REGISTER_TYPED_TEST_SUITE_P(batched_test, gemm_uniform_pointer_arrays_and_stride
                             qr_column_pivoted_reveals_rank, svd_thin, cholesky_factors_and_reports_failures,
                             cholesky_of_float_data_computes_in_double, trsm_all_variants,
                             sum_of_squares_matches_the_reference, scale_2d_scales_a_block_and_zeroes_without_reading,
-                            random_fills_are_reproducible_per_item, marshaling_builds_pointer_arrays,
+                            random_fills_are_reproducible_per_item, batches_pick_their_kernel_and_match_the_reference,
                             cholesky_qr_orthonormalizes_and_drops_dependent_columns,
                             bsr_gemm_uniform_and_per_node_shapes, svd_right_resolves_the_values_above_a_threshold);
 

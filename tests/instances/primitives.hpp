@@ -54,8 +54,6 @@
                                         T, T*, std::size_t, const T*);                                             \
   kind void h2expr::detail::add_to_diagonals<T>(::h2expr::context<S>&, int, int, T, const T*, const int*, T*);    \
   kind void h2expr::detail::fill<T>(::h2expr::context<S>&, T*, std::size_t, T);                                   \
-  kind void h2expr::detail::marshal_strided<T>(::h2expr::context<S>&, T*, std::int64_t, int, T**);                \
-  kind void h2expr::detail::marshal_offsets<T>(::h2expr::context<S>&, T*, const std::int64_t*, int, T**);         \
   kind void h2expr::detail::fill_random<T>(::h2expr::context<S>&, distribution, std::int64_t, std::int64_t, T*,   \
                                            std::int64_t, std::uint64_t);                                           \
   kind void h2expr::detail::fill_random_vbatched<T>(::h2expr::context<S>&, distribution, const int*, const int*,   \
@@ -79,12 +77,9 @@
 
 namespace h2expr::detail {
 H2EXPR_INSTANCES(H2EXPR_PRIMITIVES_INSTANCES, extern template)
-// Batches of index arrays (the double library compiles them).
+// Index arrays (the double library compiles them).
 #define H2EXPR_CUDA_INDEX_INSTANCES(kind)                                                                          \
-  kind void h2expr::detail::fill<int>(::h2expr::context<::h2expr::cuda>&, int*, std::size_t, int);                \
-  kind void h2expr::detail::marshal_strided<int>(::h2expr::context<::h2expr::cuda>&, int*, std::int64_t, int, int**); \
-  kind void h2expr::detail::marshal_offsets<int>(::h2expr::context<::h2expr::cuda>&, int*, const std::int64_t*, int, \
-                                                 int**);
+  kind void h2expr::detail::fill<int>(::h2expr::context<::h2expr::cuda>&, int*, std::size_t, int);
 
 #ifdef H2EXPR_CUDA_SPACE
 H2EXPR_CUDA_INDEX_INSTANCES(extern template)

@@ -82,25 +82,6 @@ buffer<T, Space> stack_weights(const context_ptr<Space>& ctx, int k, int kp, con
   return R;
 }
 
-// The weights' singular values (k per node, descending, into sigma) and right singular vectors (k x k per
-// node): the truncation bases before the chooser picks their ranks. resolve: see svd_right_vbatched.
-template <class T, class Space>
-buffer<T, Space> node_svd(const context_ptr<Space>& ctx, buffer<T, Space>& R, int count, int k, double resolve,
-                          std::vector<T>& sigma) {
-  buffer<T, Space> P(ctx, std::size_t(count) * k * k);
-  sigma.clear();
-  if (count == 0 || k == 0) return P;
-  buffer<T, Space> S(ctx, std::size_t(count) * k);
-  buffer<int, Space> M(ctx, std::vector<int>(count, k));
-  buffer<T*, Space> pa(ctx, std::size_t(count)), ps(ctx, std::size_t(count)), pv(ctx, std::size_t(count));
-  marshal_strided(*ctx, R.data(), std::int64_t(k) * k, count, pa.data());
-  marshal_strided(*ctx, S.data(), std::int64_t(k), count, ps.data());
-  marshal_strided(*ctx, P.data(), std::int64_t(k) * k, count, pv.data());
-  svd_right_vbatched(*ctx, M.data(), M.data(), pa.data(), M.data(), ps.data(), pv.data(), M.data(), count, k, k, resolve);
-  sigma = S.to_host();
-  return P;
-}
-
 // Node ranks from a level's singular values: choose(l, sigma, k, total) where the chooser weighs the
 // level's nodes against each other (total: the squared values of the whole level, over every rank), else
 // choose(l, sigma, k).

@@ -25,19 +25,16 @@ buffer<T, Space> project_blocks(const context_ptr<Space>& ctx, const T* S, const
   const int count = int(rows.size());
   buffer<T, Space> out(ctx, std::size_t(count) * r * r);
   if (count == 0 || r == 0) return out;
-  std::vector<std::int64_t> xo(count), yo(count), bo(count), so(count), to(count);
+  batch<const T, Space> x(ctx), y(ctx), s(ctx);
+  batch<T, Space> o(ctx);
   for (int b = 0; b < count; ++b) {
-    xo[b] = std::int64_t(rows[b]) * k * k, yo[b] = std::int64_t(cols[b]) * k * k;
-    bo[b] = std::int64_t(b) * k * k, so[b] = std::int64_t(b) * r * r, to[b] = std::int64_t(b) * r * k;
+    x.add(Rr + std::int64_t(rows[b]) * k * k, r, k, k), y.add(Rc + std::int64_t(cols[b]) * k * k, r, k, k);
+    s.add(S + std::int64_t(b) * k * k, k, k, k), o.add(out.data() + std::int64_t(b) * r * r, r, r, r);
   }
   buffer<T, Space> tmp(ctx, std::size_t(count) * r * k);
-  auto px = pointers(ctx, const_cast<T*>(Rr), xo), py = pointers(ctx, const_cast<T*>(Rc), yo);
-  auto pb = pointers(ctx, const_cast<T*>(S), bo), pt = pointers(ctx, tmp.data(), to), pn = pointers(ctx, out.data(), so);
-  gemm_batched(*ctx, op::none, op::none, r, k, k, T(1), (const T* const*)px.data(), k, (const T* const*)pb.data(), k,
-               T(0), pt.data(), r, count);
-  gemm_batched(*ctx, op::none, op::transpose, r, r, k, T(1), (const T* const*)pt.data(), r, (const T* const*)py.data(),
-               k, T(0), pn.data(), r, count);
-  ctx->synchronize();  // the pointer arrays and tmp go with this scope
+  const batch<T, Space> t(ctx, tmp.data(), std::int64_t(r) * k, count, r, k, r);
+  gemm(op::none, op::none, T(1), x, s, T(0), t);
+  gemm(op::none, op::transpose, T(1), t, y, T(0), o);
   return out;
 }
 

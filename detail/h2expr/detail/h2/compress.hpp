@@ -182,6 +182,23 @@ std::vector<buffer<T, Space>> basis_weights(h2_data<T, Space>& A, const basis_tr
 // Truncation bases per level: P_t (rank x new rank, zero columns past the node's own rank) from the
 // SVD of the weights; `choose(l, sigma, k)` picks the node ranks of level l from the singular values
 // (k per node, descending, nodes one after another); returns them through `node_ranks`.
+// The weights' singular values (k per node, descending, into sigma) and right singular vectors (k x k per
+// node, R: count k x k weights, overwritten): the truncation bases before the chooser picks their ranks.
+// resolve: see svd_right_vbatched.
+template <class T, class Space>
+buffer<T, Space> node_svd(const context_ptr<Space>& ctx, buffer<T, Space>& R, int count, int k, double resolve,
+                          std::vector<T>& sigma) {
+  buffer<T, Space> P(ctx, std::size_t(count) * k * k);
+  sigma.clear();
+  if (count == 0 || k == 0) return P;
+  buffer<T, Space> S(ctx, std::size_t(count) * k);
+  const std::int64_t kk = std::int64_t(k) * k;
+  svd_right(batch<T, Space>(ctx, R.data(), kk, count, k, k, k), batch<T, Space>(ctx, S.data(), k, count, k, 1, k),
+            batch<T, Space>(ctx, P.data(), kk, count, k, k, k), resolve);
+  sigma = S.to_host();
+  return P;
+}
+
 template <class T, class Space, class Choose>
 std::vector<buffer<T, Space>> truncation_bases(h2_data<T, Space>& A, std::vector<buffer<T, Space>>& R, Choose&& choose,
                                                std::vector<std::vector<int>>& node_ranks) {
@@ -191,22 +208,15 @@ std::vector<buffer<T, Space>> truncation_bases(h2_data<T, Space>& A, std::vector
   node_ranks.assign(L + 1, {});
   for (int l = 0; l <= L; ++l) {
     const int k = A.rank[l], nodes = 1 << l;
-    P[l] = buffer<T, Space>(ctx, std::size_t(nodes) * k * k);
     node_ranks[l].assign(nodes, 0);
-    if (k == 0) continue;
-    buffer<T, Space> S(ctx, std::size_t(nodes) * k);
-    buffer<int, Space> M(ctx, std::vector<int>(nodes, k)), LD(ctx, std::vector<int>(nodes, k));
-    buffer<T*, Space> pa(ctx, std::size_t(nodes)), ps(ctx, std::size_t(nodes)), pv(ctx, std::size_t(nodes));
-    marshal_strided(*ctx, R[l].data(), std::int64_t(k) * k, nodes, pa.data());
-    marshal_strided(*ctx, S.data(), std::int64_t(k), nodes, ps.data());
-    marshal_strided(*ctx, P[l].data(), std::int64_t(k) * k, nodes, pv.data());
     // R_t = U S V^T, so Z_t = R_t^T = V S U^T: its left singular vectors are V. A chooser that
     // keeps exactly the values above a threshold needs no others exact (svd_right_vbatched).
     double resolve = 0;
     if constexpr (requires { choose.threshold(l); }) resolve = choose.threshold(l);
-    svd_right_vbatched(*ctx, M.data(), M.data(), pa.data(), LD.data(), ps.data(), pv.data(), LD.data(), nodes, k, k,
-                       resolve);
-    node_ranks[l] = choose(l, S.to_host(), k);
+    std::vector<T> sigma;
+    P[l] = node_svd(ctx, R[l], nodes, k, resolve, sigma);
+    if (k == 0) continue;
+    node_ranks[l] = choose(l, sigma, k);
     zero_trailing_columns<T, Space>(ctx, P[l].data(), std::int64_t(k) * k, k, k, k, node_ranks[l]);
   }
   return P;

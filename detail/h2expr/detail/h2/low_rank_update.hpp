@@ -71,9 +71,11 @@ h2_data<T, Space> zero_h2(const context_ptr<Space>& ctx, const ::h2expr::structu
 template <class T, class Space>
 void copy_blocks(const context_ptr<Space>& ctx, int rows, int cols, const T* src, const std::vector<std::int64_t>& so,
                  int lds, T* dst, const std::vector<std::int64_t>& dof, int ldd) {
-  if (so.empty() || rows == 0 || cols == 0) return;
-  auto ps = pointers(ctx, const_cast<T*>(src), so), pd = pointers(ctx, dst, dof);
-  copy_batched(*ctx, rows, cols, (const T* const*)ps.data(), lds, pd.data(), ldd, int(so.size()));
+  if (rows == 0 || cols == 0) return;
+  batch<const T, Space> s(ctx);
+  batch<T, Space> d(ctx);
+  for (std::size_t i = 0; i < so.size(); ++i) s.add(src + so[i], rows, cols, lds), d.add(dst + dof[i], rows, cols, ldd);
+  copy(s, d);
 }
 
 // The explicit update columns W of level l (node t: P x k, ld P, nodes one after another) in nested
@@ -218,22 +220,20 @@ void append_level_update(h2_data<T, Space>& H, int l, int k, const T* Wrow, cons
     const int kc = H.rank[lc], rc = r[lc], uc = u[lc], count = lv.blocks();
     buffer<T, Space> S(ctx, std::size_t(count) * rc * rc);
     fill(*ctx, S.data(), S.size(), T(0));
-    std::vector<std::int64_t> o_old(count), o_new(count), o_a, o_b, o_at;
+    std::vector<std::int64_t> o_old(count), o_new(count);
+    batch<const T, Space> ra(ctx), rb(ctx);  // R_t and R_s of the blocks under the update ...
+    batch<T, Space> at(ctx);                  // ... and the corner of S they write (rows and columns past kc)
     for (int t = 0; t < lv.level_size(); ++t)
       for (int b = lv.row_ptr[t]; b < lv.row_ptr[t + 1]; ++b) {
         o_old[b] = std::int64_t(b) * kc * kc, o_new[b] = std::int64_t(b) * rc * rc;
-        if (under_update(lc, t, lv.col[b])) {
-          o_a.push_back(std::int64_t(t) * uc * k), o_b.push_back(std::int64_t(lv.col[b]) * uc * k);
-          o_at.push_back(o_new[b] + kc + std::int64_t(kc) * rc);
+        if (under_update(lc, t, lv.col[b]) && uc > 0) {
+          ra.add(Rr.data() + std::int64_t(t) * uc * k, uc, k, uc);
+          rb.add(Rc.data() + std::int64_t(lv.col[b]) * uc * k, uc, k, uc);
+          at.add(S.data() + o_new[b] + kc + std::int64_t(kc) * rc, uc, uc, rc);
         }
       }
     copy_blocks(ctx, kc, kc, H.coupling[lc].data(), o_old, kc, S.data(), o_new, rc);
-    if (!o_at.empty() && uc > 0) {
-      auto pa = pointers(ctx, const_cast<T*>(Rr.data()), o_a), pb = pointers(ctx, const_cast<T*>(Rc.data()), o_b);
-      auto pd = pointers(ctx, S.data(), o_at);
-      gemm_batched(*ctx, op::none, op::transpose, uc, uc, k, T(1), (const T* const*)pa.data(), uc,
-                   (const T* const*)pb.data(), uc, T(0), pd.data(), rc, int(o_at.size()));
-    }
+    gemm(op::none, op::transpose, T(1), ra, rb, T(0), at);
     H.coupling[lc] = std::move(S);
   }
   auto row = std::make_shared<basis_tree<T, Space>>(extended_basis(H, *H.row_basis, l, row_update.result(), r));
@@ -241,21 +241,19 @@ void append_level_update(h2_data<T, Space>& H, int l, int k, const T* Wrow, cons
                     : std::make_shared<basis_tree<T, Space>>(extended_basis(H, *H.col_basis, l, col_update->result(), r));
   // Dense leaves under the update: D_ab += Wrow|_a Wcol|_b^T, read from the explicit columns.
   const auto& dn = mt.dense;
-  std::vector<std::int64_t> oa, ob, od;
+  batch<const T, Space> wa(ctx), wb(ctx);
+  batch<T, Space> dab(ctx);
   auto leaf_rows = [&](int a) {
     const int t = a >> (L - l), j = a - (t << (L - l));
     return std::int64_t(t) * P * k + std::int64_t(j) * m;
   };
-  for (int a = 0; a < dn.level_size(); ++a)
+  for (int a = 0; a < dn.level_size() && k > 0; ++a)
     for (int e = dn.row_ptr[a]; e < dn.row_ptr[a + 1]; ++e)
-      if (under_update(L, a, dn.col[e]))
-        oa.push_back(leaf_rows(a)), ob.push_back(leaf_rows(dn.col[e])), od.push_back(std::int64_t(e) * m * m);
-  if (!od.empty() && k > 0) {
-    auto pa = pointers(ctx, const_cast<T*>(Wrow), oa), pb = pointers(ctx, const_cast<T*>(Wcol), ob);
-    auto pd = pointers(ctx, H.dense.data(), od);
-    gemm_batched(*ctx, op::none, op::transpose, m, m, k, T(1), (const T* const*)pa.data(), P,
-                 (const T* const*)pb.data(), P, T(1), pd.data(), m, int(od.size()));
-  }
+      if (under_update(L, a, dn.col[e])) {
+        wa.add(Wrow + leaf_rows(a), m, k, P), wb.add(Wcol + leaf_rows(dn.col[e]), m, k, P);
+        dab.add(H.dense.data() + std::int64_t(e) * m * m, m, m, m);
+      }
+  gemm(op::none, op::transpose, T(1), wa, wb, T(1), dab);
   H.row_basis = row, H.col_basis = col, H.rank = r;
 }
 

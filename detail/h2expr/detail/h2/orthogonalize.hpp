@@ -18,38 +18,19 @@
 
 namespace h2expr::detail {
 
-// Pointer array base + offsets[i], in the space.
-template <class T, class Space>
-buffer<T*, Space> pointers(const context_ptr<Space>& ctx, T* base, const std::vector<std::int64_t>& offsets) {
-  buffer<T*, Space> p(ctx, offsets.size());
-  if (offsets.empty()) return p;
-  buffer<std::int64_t, Space> off(ctx, offsets);
-  marshal_offsets(*ctx, base, off.data(), int(offsets.size()), p.data());  // off is freed after it, in stream order
-  return p;
-}
-
-// Columns p[i] .. cols-1 of item i (rows x cols at base + i stride, ld) set to zero. A gemm with
-// alpha = beta = 0 writes C without reading anything (BLAS semantics), on both spaces.
+// Columns p[i] .. cols-1 of item i (rows x cols at base + i stride, ld) set to zero.
 template <class T, class Space>
 void zero_trailing_columns(const context_ptr<Space>& ctx, T* base, std::int64_t stride, int rows, int ld, int cols,
                            const std::vector<int>& p) {
-  std::vector<std::int64_t> offsets;
-  std::vector<int> widths;
+  batch<T, Space> trailing(ctx);
   for (std::size_t i = 0; i < p.size(); ++i)
-    if (p[i] < cols) offsets.push_back(std::int64_t(i) * stride + std::int64_t(p[i]) * ld), widths.push_back(cols - p[i]);
-  if (offsets.empty()) return;
-  const int count = int(offsets.size());
-  auto ptr = pointers(ctx, base, offsets);
-  buffer<int, Space> m(ctx, std::vector<int>(count, rows)), n(ctx, widths), k(ctx, std::vector<int>(count, 0)),
-      lds(ctx, std::vector<int>(count, ld));
-  gemm_vbatched(*ctx, op::none, op::none, m.data(), n.data(), k.data(), T(0), (const T* const*)ptr.data(), lds.data(),
-                (const T* const*)ptr.data(), lds.data(), T(0), ptr.data(), lds.data(), count, rows, cols, 0);
+    if (p[i] < cols) trailing.add(base + std::int64_t(i) * stride + std::int64_t(p[i]) * ld, rows, cols - p[i], ld);
+  zero(trailing);
 }
 
-// Thin QR of `count` items at a fixed stride (m[i] x n at base + i stride, ld; items.hpp's qr_items
-// takes offsets), Q in place (unless !form_q: then the items are left unspecified; with it, columns
-// past min(m[i], n) zero), R (ldr x n per item, ld ldr >= min(m[i], n): zero below the diagonal and in
-// rows past min(m[i], n)) into R.
+// Thin QR of `count` items at a fixed stride (m[i] x n at base + i stride, ld), Q in place (unless
+// !form_q: then the items are left unspecified; with it, columns past min(m[i], n) zero), R (ldr x n
+// per item, ld ldr >= min(m[i], n): zero below the diagonal and in rows past min(m[i], n)) into R.
 template <class T, class Space>
 void qr_strided(const context_ptr<Space>& ctx, T* base, std::int64_t stride, int ld, const std::vector<int>& m, int n,
                 T* R, int ldr, bool form_q = true) {
@@ -57,17 +38,12 @@ void qr_strided(const context_ptr<Space>& ctx, T* base, std::int64_t stride, int
   if (count == 0 || n == 0) return;
   for (const int rows : m) require(ldr >= std::min(rows, n), "qr_strided: R's leading dimension below its rows");
   fill(*ctx, R, std::size_t(count) * ldr * n, T(0));
-  buffer<int, Space> M(ctx, m), N(ctx, std::vector<int>(count, n)), LD(ctx, std::vector<int>(count, ld)),
-      LDR(ctx, std::vector<int>(count, ldr));
-  buffer<T*, Space> P(ctx, std::size_t(count)), PR(ctx, std::size_t(count));
-  marshal_strided(*ctx, base, stride, count, P.data());
-  marshal_strided(*ctx, R, std::int64_t(ldr) * n, count, PR.data());
-  const int max_m = *std::max_element(m.begin(), m.end());
-  if (!form_q) {
-    qr_r_vbatched(*ctx, M.data(), N.data(), P.data(), LD.data(), PR.data(), LDR.data(), count, max_m, n);
-    return;
-  }
-  qr_vbatched(*ctx, M.data(), N.data(), P.data(), LD.data(), PR.data(), LDR.data(), count, max_m, n);
+  batch<T, Space> a(ctx), r(ctx);
+  a.reserve(count), r.reserve(count);
+  for (int i = 0; i < count; ++i)
+    a.add(base + i * stride, m[i], n, ld), r.add(R + std::int64_t(i) * ldr * n, std::min(m[i], n), n, ldr);
+  qr(a, &r, form_q);
+  if (!form_q) return;
   std::vector<int> p(count);
   for (int i = 0; i < count; ++i) p[i] = std::min(m[i], n);
   zero_trailing_columns<T, Space>(ctx, base, stride, ld, ld, n, p);
@@ -97,12 +73,9 @@ std::vector<buffer<T, Space>> orthogonalize_basis(const context_ptr<Space>& ctx,
   qr_strided<T, Space>(ctx, B.leaves.data(), std::int64_t(m_max) * rank[L], m_max, sizes, rank[L], R[L].data(), rank[L]);
   if (r[L] < rank[L]) {  // the first r[L] columns of each leaf's Q
     buffer<T, Space> leaves_r(ctx, std::size_t(leaves) * m_max * r[L]);
-    std::vector<std::int64_t> so(leaves), dof(leaves);
-    for (int a = 0; a < leaves; ++a) so[a] = std::int64_t(a) * m_max * rank[L], dof[a] = std::int64_t(a) * m_max * r[L];
-    if (r[L] > 0) {
-      auto ps = pointers(ctx, B.leaves.data(), so), pd = pointers(ctx, leaves_r.data(), dof);
-      copy_batched(*ctx, m_max, r[L], (const T* const*)ps.data(), m_max, pd.data(), m_max, leaves);
-    }
+    if (r[L] > 0)
+      copy(batch<const T, Space>(ctx, B.leaves.data(), std::int64_t(m_max) * rank[L], leaves, m_max, r[L], m_max),
+           batch<T, Space>(ctx, leaves_r.data(), std::int64_t(m_max) * r[L], leaves, m_max, r[L], m_max));
     B.leaves = std::move(leaves_r);
   }
   for (int l = L; l >= 1; --l) {
@@ -128,12 +101,9 @@ std::vector<buffer<T, Space>> orthogonalize_basis(const context_ptr<Space>& ctx,
     // The new transfers: the first rp columns of Q (contiguous per parent, ld 2 rc).
     if (rp < kp) {
       buffer<T, Space> E(ctx, std::size_t(parents) * 2 * rc * rp);
-      std::vector<std::int64_t> so(parents), dof(parents);
-      for (int j = 0; j < parents; ++j) so[j] = std::int64_t(j) * 2 * rc * kp, dof[j] = std::int64_t(j) * 2 * rc * rp;
-      if (rp > 0) {
-        auto ps = pointers(ctx, W.data(), so), pd = pointers(ctx, E.data(), dof);
-        copy_batched(*ctx, 2 * rc * rp, 1, (const T* const*)ps.data(), 2 * rc * rp, pd.data(), 2 * rc * rp, parents);
-      }
+      if (rp > 0)
+        copy(batch<const T, Space>(ctx, W.data(), std::int64_t(2) * rc * kp, parents, 2 * rc, rp, 2 * rc),
+             batch<T, Space>(ctx, E.data(), std::int64_t(2) * rc * rp, parents, 2 * rc, rp, 2 * rc));
       W = std::move(E);
     }
     B.transfers[l] = std::move(W);
@@ -168,7 +138,7 @@ std::vector<buffer<T, Space>> transform_coupling(const h2_data<T, Space>& A, con
     const int k = A.rank[l], rl = r[l], count = lv.blocks();
     buffer<T, Space> S(ctx, std::size_t(count) * rl * rl);
     if (k > 0 && rl > 0 && count > 0) {
-      std::vector<std::int64_t> xo, yo, bo, so;
+      std::vector<int> xt, ys, bb;  // the multiplied blocks: row node, column node, block
       std::vector<item_copy> mirror;
       for (int t = 0; t + 1 < int(lv.row_ptr.size()); ++t)
         for (int b = lv.row_ptr[t]; b < lv.row_ptr[t + 1]; ++b) {
@@ -181,24 +151,29 @@ std::vector<buffer<T, Space>> transform_coupling(const h2_data<T, Space>& A, con
               continue;
             }
           }
-          xo.push_back(std::int64_t(t) * k * k), yo.push_back(std::int64_t(s) * k * k);
-          bo.push_back(std::int64_t(b) * k * k), so.push_back(std::int64_t(b) * rl * rl);
+          xt.push_back(t), ys.push_back(s), bb.push_back(b);
         }
-      const int products = int(bo.size());  // at least one: a mirrored block's partner is multiplied
+      const int products = int(bb.size());  // at least one: a mirrored block's partner is multiplied
       // Both products run a chunk of blocks at a time, so that the intermediate op(X_t) S_ts is still in
       // cache for the second (each thread's items are the same in both: a static schedule).
       const int chunk = int(std::clamp<std::size_t>(projection_chunk_bytes<Space>() / (sizeof(T) * rl * k), 1, products));
-      std::vector<std::int64_t> to(chunk);
-      for (int i = 0; i < chunk; ++i) to[i] = std::int64_t(i) * rl * k;
       buffer<T, Space> tmp(ctx, std::size_t(chunk) * rl * k);
-      auto px = pointers(ctx, const_cast<T*>(X[l].data()), xo), py = pointers(ctx, const_cast<T*>(Y[l].data()), yo);
-      auto pb = pointers(ctx, const_cast<T*>(A.coupling[l].data()), bo), pt = pointers(ctx, tmp.data(), to), pn = pointers(ctx, S.data(), so);
       for (int first = 0; first < products; first += chunk) {
         const int n = std::min(chunk, products - first);
-        gemm_batched(*ctx, op_l, op::none, rl, k, k, T(1), (const T* const*)px.data() + first, k,
-                     (const T* const*)pb.data() + first, k, T(0), pt.data(), rl, n);
-        gemm_batched(*ctx, op::none, op_r, rl, rl, k, T(1), (const T* const*)pt.data(), rl,
-                     (const T* const*)py.data() + first, k, T(0), pn.data() + first, rl, n);
+        // op(X_t) is rl x k: X's first rl rows (op none) or columns (transpose) of a k x k block.
+        const int xr = op_l == op::none ? rl : k, xc = op_l == op::none ? k : rl;
+        const int yr = op_r == op::none ? k : rl, yc = op_r == op::none ? rl : k;
+        batch<const T, Space> x(ctx), y(ctx), s(ctx);
+        batch<T, Space> st(ctx);
+        for (int i = first; i < first + n; ++i) {
+          x.add(X[l].data() + std::int64_t(xt[i]) * k * k, xr, xc, k);
+          y.add(Y[l].data() + std::int64_t(ys[i]) * k * k, yr, yc, k);
+          s.add(A.coupling[l].data() + std::int64_t(bb[i]) * k * k, k, k, k);
+          st.add(S.data() + std::int64_t(bb[i]) * rl * rl, rl, rl, rl);
+        }
+        const batch<T, Space> t(ctx, tmp.data(), std::int64_t(rl) * k, n, rl, k, rl);
+        gemm(op_l, op::none, T(1), x, s, T(0), t);
+        gemm(op::none, op_r, T(1), t, y, T(0), st);
       }
       copy_items(ctx, S.data(), S.data(), std::move(mirror), op::transpose);
     }

@@ -92,20 +92,16 @@ low_rank_batch<T, Space> batched_ara(const batched_sampler<T, Space>& M, double 
       [&](const detail::ara_round<T>& round) {
         const int n = int(round.items.size());
         std::vector<int> in_rows(n), in_ld(n);
-        std::vector<T*> in(n);
-        int max_in = 0;
+        std::vector<const T*> in(n);
+        detail::batch<T, Space> draws(ctx);
         for (int p = 0; p < n; ++p) {
           const int i = round.items[std::size_t(p)];
           in_rows[p] = cols[i], in_ld[p] = std::max(cols[i], 1), in[p] = omega.data() + omega_offset[i];
-          max_in = std::max(max_in, cols[i]);
+          draws.add(omega.data() + omega_offset[i], in_rows[p], round.samples[std::size_t(p)], in_ld[p]);
         }
-        detail::buffer<int, Space> sizes_d(ctx, detail::concatenate<int>({in_rows, round.samples, in_ld}));
-        detail::buffer<T*, Space> in_d(ctx, in);
-        const int max_s = *std::max_element(round.samples.begin(), round.samples.end());
-        detail::fill_random_vbatched<T>(c, detail::distribution::normal, sizes_d.data(), sizes_d.data() + n,
-                                        in_d.data(), sizes_d.data() + 2 * n, round.seed, n, max_in, max_s);
-        M.apply(sample_batch<T, Space>(ctx, false, round.items, in_rows, round.rows, round.samples,
-                                       std::vector<const T*>(in.begin(), in.end()), in_ld, round.outputs, round.ld));
+        detail::fill_random(detail::distribution::normal, draws, round.seed);
+        M.apply(sample_batch<T, Space>(ctx, false, round.items, in_rows, round.rows, round.samples, in, in_ld,
+                                       round.outputs, round.ld));
       },
       o.seed);
 
@@ -136,27 +132,23 @@ low_rank_batch<T, Space> batched_ara(const batched_sampler<T, Space>& M, double 
       detail::buffer<T, Space> eyes_d(ctx, eyes);
       auto eye = [&](std::size_t offset) { return eyes_d.data() + offset; };
       if (!id_items.empty()) {  // Q = I I: the identity, written by one batched product (exact)
-        const int n = int(id_items.size()), max_k = *std::max_element(id_n.begin(), id_n.end());
-        std::vector<T*> e(n), q(n);
-        for (int p = 0; p < n; ++p) e[p] = eye(id_offset[p]), q[p] = rf.basis(id_items[p]);
-        detail::buffer<int, Space> sizes_d(ctx, detail::concatenate<int>({id_n, id_ld}));
-        detail::buffer<T*, Space> ptr_d(ctx, detail::concatenate<T*>({e, q}));
-        const T* const* e_d = ptr_d.data();
-        detail::gemm_vbatched<T>(c, detail::op::none, detail::op::none, sizes_d.data(), sizes_d.data(), sizes_d.data(),
-                                 T(1), e_d, sizes_d.data(), e_d, sizes_d.data(), T(0), ptr_d.data() + n,
-                                 sizes_d.data() + n, n, max_k, max_k, max_k);
+        detail::batch<const T, Space> e(ctx);
+        detail::batch<T, Space> q(ctx);
+        for (std::size_t p = 0; p < id_items.size(); ++p)
+          e.add(eye(id_offset[p]), id_n[p], id_n[p], id_n[p]), q.add(rf.basis(id_items[p]), id_n[p], id_n[p], id_ld[p]);
+        detail::gemm(detail::op::none, detail::op::none, T(1), e, e, T(0), q);
       }
       if (!qr_items.empty()) {  // Q = M I, then its Householder Q in place
         const int n = int(qr_items.size());
         std::vector<const T*> in(n);
         std::vector<T*> out(n);
-        for (int p = 0; p < n; ++p) in[p] = eye(qr_offset[p]), out[p] = rf.basis(qr_items[p]);
+        detail::batch<T, Space> q(ctx);
+        for (int p = 0; p < n; ++p) {
+          in[p] = eye(qr_offset[p]), out[p] = rf.basis(qr_items[p]);
+          q.add(out[p], qr_m[p], qr_n[p], qr_ld[p]);
+        }
         M.apply(sample_batch<T, Space>(ctx, false, qr_items, qr_n, qr_m, qr_n, in, qr_n, out, qr_ld));
-        detail::buffer<int, Space> sizes_d(ctx, detail::concatenate<int>({qr_m, qr_n, qr_ld}));
-        detail::buffer<T*, Space> a_d(ctx, out);
-        detail::qr_vbatched<T>(c, sizes_d.data(), sizes_d.data() + n, a_d.data(), sizes_d.data() + 2 * n, nullptr,
-                               nullptr, n, *std::max_element(qr_m.begin(), qr_m.end()),
-                               *std::max_element(qr_n.begin(), qr_n.end()));
+        detail::qr(q);
       }
     }
   }
@@ -185,31 +177,25 @@ low_rank_batch<T, Space> batched_ara(const batched_sampler<T, Space>& M, double 
   // sharpened, U = Q Z(:, 1:f) and V = W(:, 1:f) diag(S) from the SVD Vt = W S Z^T, keeping the least
   // f whose discarded singular values stay within 0.9 tol of the core's norm; otherwise U = Q P and
   // V = Vt P with P the first f columns of the identity (f = k unless max_rank cuts it).
-  int max_m = 0, max_n = 0, max_k = 0;
-  for (int p = 0; p < np; ++p)
-    max_m = std::max(max_m, m_of[p]), max_n = std::max(max_n, n_of[p]), max_k = std::max(max_k, k_of[p]);
-  detail::buffer<int, Space> m_d(ctx, m_of), n_d(ctx, n_of), k_d(ctx, k_of), ldq_d(ctx, ldq), ldv_d(ctx, ldv);
-  detail::buffer<T*, Space> q_d(ctx, q_ptr), v_d(ctx, v_ptr);
-  std::vector<int> f(count, 0), ldk(np);
+  std::vector<int> f(count, 0);
   std::vector<char> capped(count, 0);
   std::vector<std::size_t> k2_offset(np);
   std::size_t k2_size = 0, s_size = 0;
   for (int p = 0; p < np; ++p) {
-    ldk[p] = k_of[p], k2_offset[p] = k2_size;
+    k2_offset[p] = k2_size;
     k2_size += std::size_t(k_of[p]) * std::size_t(k_of[p]);
     s_size += std::size_t(k_of[p]);
   }
-  detail::buffer<int, Space> ldk_d(ctx, ldk);
   detail::buffer<T, Space> Z(ctx, o.sharpen ? k2_size : 0), S(ctx, o.sharpen ? s_size : 0);
-  std::vector<T*> z_ptr(np), s_ptr(np);
   std::vector<T> mix(k2_size, T(0));  // host-built k x f blocks (diag(S) or a selection), ld k
   std::vector<T> s_host;
   if (o.sharpen && np > 0) {
-    std::size_t so = 0;
-    for (int p = 0; p < np; ++p) z_ptr[p] = Z.data() + k2_offset[p], s_ptr[p] = S.data() + so, so += k_of[p];
-    detail::buffer<T*, Space> z_d(ctx, z_ptr), s_d(ctx, s_ptr);
-    detail::svd_vbatched<T>(c, n_d.data(), k_d.data(), v_d.data(), ldv_d.data(), s_d.data(), z_d.data(),
-                            ldk_d.data(), np, max_n, max_k);
+    detail::batch<T, Space> vt(ctx), sv(ctx), z(ctx);
+    for (int p = 0, so = 0; p < np; so += k_of[p], ++p) {
+      vt.add(v_ptr[p], n_of[p], k_of[p], ldv[p]), sv.add(S.data() + so, k_of[p], 1, k_of[p]);
+      z.add(Z.data() + k2_offset[p], k_of[p], k_of[p], k_of[p]);
+    }
+    detail::svd(vt, sv, &z);
     s_host = S.to_host();
   }
   std::size_t so = 0;
@@ -237,30 +223,22 @@ low_rank_batch<T, Space> batched_ara(const batched_sampler<T, Space>& M, double 
   }
 
   low_rank_batch<T, Space> out;
-  std::vector<int> u_rows(count), v_rows(count);
-  for (int i = 0; i < count; ++i) u_rows[i] = rows[i], v_rows[i] = cols[i];
-  out.U_ = detail::block_batch<T, Space>(ctx, u_rows, f);
-  out.V_ = detail::block_batch<T, Space>(ctx, v_rows, f);
+  out.U_ = detail::block_batch<T, Space>(ctx, rows, f);
+  out.V_ = detail::block_batch<T, Space>(ctx, cols, f);
   if (np > 0) {
     detail::buffer<T, Space> mix_d(ctx, mix);
-    std::vector<int> f_of(np), ldu(np);
-    std::vector<T*> u_ptr(np), vo_ptr(np), mix_ptr(np);
-    int max_f = 0;
+    detail::batch<const T, Space> q(ctx), vt(ctx), zmix(ctx), m(ctx);
+    detail::batch<T, Space> u(ctx), v(ctx);
     for (int p = 0; p < np; ++p) {
-      const int i = items[p];
-      f_of[p] = f[i], ldu[p] = std::max(rows[i], 1), max_f = std::max(max_f, f[i]);
-      u_ptr[p] = out.U_.item(i).data(), vo_ptr[p] = out.V_.item(i).data();
-      mix_ptr[p] = mix_d.data() + k2_offset[p];
+      const int i = items[p], k = k_of[p];
+      q.add(q_ptr[p], m_of[p], k, ldq[p]), vt.add(v_ptr[p], n_of[p], k, ldv[p]);
+      m.add(mix_d.data() + k2_offset[p], k, f[i], k);
+      zmix.add(o.sharpen ? Z.data() + k2_offset[p] : mix_d.data() + k2_offset[p], k, f[i], k);
+      u.add(out.U_.item(i).data(), m_of[p], f[i], std::max(rows[i], 1));
+      v.add(out.V_.item(i).data(), n_of[p], f[i], ldv[p]);
     }
-    detail::buffer<int, Space> f_d(ctx, f_of), ldu_d(ctx, ldu);
-    detail::buffer<T*, Space> u_d(ctx, u_ptr), vo_d(ctx, vo_ptr), mix_pd(ctx, mix_ptr);
-    detail::buffer<T*, Space> zmix_d(ctx, o.sharpen ? z_ptr : mix_ptr);
-    detail::gemm_vbatched<T>(c, detail::op::none, detail::op::none, m_d.data(), f_d.data(), k_d.data(), T(1),
-                             q_d.data(), ldq_d.data(), zmix_d.data(), ldk_d.data(), T(0), u_d.data(), ldu_d.data(), np,
-                             max_m, max_f, max_k);
-    detail::gemm_vbatched<T>(c, detail::op::none, detail::op::none, n_d.data(), f_d.data(), k_d.data(), T(1),
-                             v_d.data(), ldv_d.data(), mix_pd.data(), ldk_d.data(), T(0), vo_d.data(), ldv_d.data(), np,
-                             max_n, max_f, max_k);
+    detail::gemm(detail::op::none, detail::op::none, T(1), q, zmix, T(0), u);
+    detail::gemm(detail::op::none, detail::op::none, T(1), vt, m, T(0), v);
   }
   out.samples_.resize(count), out.converged_.resize(count);
   std::vector<int> failed;

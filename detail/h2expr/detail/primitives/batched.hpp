@@ -11,12 +11,12 @@
 //   gram_vbatched / cholqr_factor_vbatched   mixed-precision Cholesky QR of sample blocks (ARA)
 //   trsm_batched / trsm_vbatched     B_i := alpha op(A_i)^{-1} B_i or alpha B_i op(A_i)^{-1}
 //   fill_random / fill_random_vbatched   standard normal or uniform [0,1), reproducible from a seed
-//   marshal_strided / marshal_offsets    pointer arrays of batch items
 //   bsr_gemm         block-sparse rows times a block vector (coupling and dense phases of HGEMV)
 //   hisparse_multiply   a HiSparse tree, or its transpose, times a block of vectors
 //   gather_rows / scatter_rows           user order <-> padded tree order
 //   evaluate_blocks / all_finite / sum_of_squares   kernel entries of many blocks; finiteness, norms
-// The host backend is the reference semantics; the CUDA backend matches it (see tests/).
+// The host backend is the reference semantics; the CUDA backend matches it (see tests/). Algorithms
+// describe their operands as batches (batch.hpp), which build the pointer and size arrays these take.
 #include <h2expr/detail/core/blas_types.hpp>
 #include <h2expr/detail/primitives/kernels.hpp>
 #include <h2expr/detail/primitives/host/bsr.hpp>
@@ -26,7 +26,6 @@
 #include <h2expr/detail/primitives/host/evaluate.hpp>
 #include <h2expr/detail/primitives/host/gemm.hpp>
 #include <h2expr/detail/primitives/host/hisparse.hpp>
-#include <h2expr/detail/primitives/host/marshal.hpp>
 #include <h2expr/detail/primitives/host/qr.hpp>
 #include <h2expr/detail/primitives/host/random.hpp>
 #include <h2expr/detail/primitives/host/svd.hpp>
@@ -41,7 +40,6 @@
 #include <h2expr/detail/primitives/cuda/evaluate.cuh>
 #include <h2expr/detail/primitives/cuda/gemm.cuh>
 #include <h2expr/detail/primitives/cuda/hisparse.cuh>
-#include <h2expr/detail/primitives/cuda/marshal.cuh>
 #include <h2expr/detail/primitives/cuda/qr.cuh>
 #include <h2expr/detail/primitives/cuda/random.cuh>
 #include <h2expr/detail/primitives/cuda/svd.cuh>
@@ -58,8 +56,8 @@ namespace h2expr::detail {
 template <class Space, class T>
 concept batched_backend = requires(context<Space>& c, op o, side sd, uplo ul, diag dg, distribution dist, int i,
                                    std::int64_t i64, std::size_t n, std::uint64_t seed, double x, T a, T* p,
-                                   const T* cp, T** pp, T* const* ptrs, const T* const* cptrs, const int* ints,
-                                   int* iout, int* const* perms, const std::int64_t* offs, double* const* dptrs,
+                                   const T* cp, T* const* ptrs, const T* const* cptrs, const int* ints,
+                                   int* iout, int* const* perms, double* const* dptrs,
                                    const double* const* cdptrs, bsr_shape shape, const block_points<T>& points,
                                    const ::h2expr::kernels::exponential& kernel, const hisparse::tree_view& tree,
                                    bool flag) {
@@ -70,8 +68,6 @@ concept batched_backend = requires(context<Space>& c, op o, side sd, uplo ul, di
   add_to_diagonals(c, i, i, a, cp, ints, p);
   fill(c, p, n, a);
   scale_2d(c, i64, i64, a, p, i64);
-  marshal_strided(c, p, i64, i, pp);
-  marshal_offsets(c, p, offs, i, pp);
   fill_random(c, dist, i64, i64, p, i64, seed);
   fill_random_vbatched(c, dist, ints, ints, ptrs, ints, seed, i, i, i);
   gemm_batched(c, o, o, i, i, i, a, cptrs, i, cptrs, i, a, ptrs, i, i);

@@ -1,12 +1,10 @@
 #pragma once
-// Batched work described item by item on the host (sizes and offsets into one array each), for the
-// levels of an H2 matrix whose nodes may differ in rank. When the items share their shape and their
-// offsets advance by fixed strides (a level of uniform rank) a gemm is one strided batch, with no
-// marshaling; otherwise the sizes and offsets go to the space in one upload and a variable-size
-// batch runs (the per-node ranks of a compressed matrix: the paper's "future work" of section 3).
-// Nothing here waits for the space: the marshaled arrays are freed in stream order after the batch.
-#include <h2expr/detail/primitives/batched.hpp>
-#include <h2expr/detail/core/buffer.hpp>
+// Batched work described item by item as offsets into one array per operand (sizes, offsets, leading
+// dimensions), for the levels of an H2 matrix whose nodes may differ in rank: each call describes its
+// operands as batches (batch.hpp), which pick a strided, fixed-size or variable-size kernel (the
+// per-node ranks of a compressed matrix: the paper's "future work" of section 3). Items with no
+// entries are dropped. Nothing here waits for the space.
+#include <h2expr/detail/primitives/batch.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -32,138 +30,67 @@ struct item_copy {  // dst(d) = op(src(s)), rows x cols (src: cols x rows when t
   int lds, ldd;
 };
 
-namespace items_detail {
-// Pointer arrays base_j + offsets[j][i] and the int columns sizes[j][i], in the space, from one
-// upload each.
-template <class T, class Space>
-struct marshaled {
-  buffer<int, Space> sizes;
-  buffer<T*, Space> ptr;
-  marshaled(const context_ptr<Space>& ctx, const std::vector<int>& s, const std::vector<std::int64_t>& offsets,
-            const std::vector<T*>& bases)
-      : sizes(ctx, s), ptr(ctx, offsets.size()) {
-    buffer<std::int64_t, Space> off(ctx, offsets);
-    const int count = int(offsets.size() / bases.size());
-    for (std::size_t j = 0; j < bases.size(); ++j)
-      marshal_offsets(*ctx, bases[j], off.data() + j * count, count, ptr.data() + j * count);
-  }
-};
-}  // namespace items_detail
-
 template <class T, class Space>
 void gemm_items(const context_ptr<Space>& ctx, op ta, op tb, T alpha, const T* A, const T* B, T beta, T* C,
                 std::vector<item_gemm> items) {
   std::erase_if(items, [](const item_gemm& g) { return g.m == 0 || g.n == 0; });
-  const int count = int(items.size());
-  if (count == 0) return;
-  const item_gemm& f = items[0];
-  const std::int64_t sa = count > 1 ? items[1].a - f.a : 0, sb = count > 1 ? items[1].b - f.b : 0,
-                     sc = count > 1 ? items[1].c - f.c : 0;
-  bool strided = true;
-  for (int i = 0; i < count && strided; ++i) {
-    const item_gemm& g = items[i];
-    strided = g.m == f.m && g.n == f.n && g.k == f.k && g.lda == f.lda && g.ldb == f.ldb && g.ldc == f.ldc &&
-              g.a == f.a + i * sa && g.b == f.b + i * sb && g.c == f.c + i * sc;
+  batch<const T, Space> a(ctx), b(ctx);
+  batch<T, Space> c(ctx);
+  a.reserve(int(items.size())), b.reserve(int(items.size())), c.reserve(int(items.size()));
+  const bool at = ta != op::none, bt = tb != op::none;
+  for (const item_gemm& g : items) {
+    a.add(A + g.a, at ? g.k : g.m, at ? g.m : g.k, g.lda);
+    b.add(B + g.b, bt ? g.n : g.k, bt ? g.k : g.n, g.ldb);
+    c.add(C + g.c, g.m, g.n, g.ldc);
   }
-  if (strided) {
-    gemm_strided_batched(*ctx, ta, tb, f.m, f.n, f.k, alpha, A + f.a, f.lda, sa, B + f.b, f.ldb, sb, beta, C + f.c,
-                         f.ldc, sc, count);
-    return;
-  }
-  std::vector<int> s(std::size_t(6) * count);
-  std::vector<std::int64_t> o(std::size_t(3) * count);
-  int max_m = 0, max_n = 0, max_k = 0;
-  for (int i = 0; i < count; ++i) {
-    const item_gemm& g = items[i];
-    s[i] = g.m, s[count + i] = g.n, s[2 * count + i] = g.k;
-    s[3 * count + i] = g.lda, s[4 * count + i] = g.ldb, s[5 * count + i] = g.ldc;
-    o[i] = g.a, o[count + i] = g.b, o[2 * count + i] = g.c;
-    max_m = std::max(max_m, g.m), max_n = std::max(max_n, g.n), max_k = std::max(max_k, g.k);
-  }
-  items_detail::marshaled<T, Space> mk(ctx, s, o, {const_cast<T*>(A), const_cast<T*>(B), C});
-  const int* sz = mk.sizes.data();
-  T* const* p = mk.ptr.data();
-  gemm_vbatched(*ctx, ta, tb, sz, sz + count, sz + 2 * count, alpha, (const T* const*)p, sz + 3 * count,
-                (const T* const*)(p + count), sz + 4 * count, beta, p + 2 * count, sz + 5 * count, count, max_m, max_n,
-                max_k);
+  gemm(ta, tb, alpha, a, b, beta, c);
 }
 
 template <class T, class Space>
 void copy_items(const context_ptr<Space>& ctx, const T* src, T* dst, std::vector<item_copy> items, op trans = op::none) {
   std::erase_if(items, [](const item_copy& c) { return c.rows == 0 || c.cols == 0; });
-  const int count = int(items.size());
-  if (count == 0) return;
-  std::vector<int> s(std::size_t(4) * count);
-  std::vector<std::int64_t> o(std::size_t(2) * count);
-  for (int i = 0; i < count; ++i) {
-    const item_copy& c = items[i];
-    s[i] = c.rows, s[count + i] = c.cols, s[2 * count + i] = c.lds, s[3 * count + i] = c.ldd;
-    o[i] = c.s, o[count + i] = c.d;
+  batch<const T, Space> s(ctx);
+  batch<T, Space> d(ctx);
+  s.reserve(int(items.size())), d.reserve(int(items.size()));
+  const bool t = trans != op::none;
+  for (const item_copy& c : items) {
+    s.add(src + c.s, t ? c.cols : c.rows, t ? c.rows : c.cols, c.lds);
+    d.add(dst + c.d, c.rows, c.cols, c.ldd);
   }
-  items_detail::marshaled<T, Space> mk(ctx, s, o, {const_cast<T*>(src), dst});
-  const int* sz = mk.sizes.data();
-  T* const* p = mk.ptr.data();
-  copy_vbatched(*ctx, trans, sz, sz + count, (const T* const*)p, sz + 2 * count, p + count, sz + 3 * count, count);
+  copy(s, d, trans);
 }
 
-// In-place thin QRs (qr_vbatched) of the items at A + ao[i] (m[i] x n[i], ld lda), R at R + ro[i]
-// (ld ldr), from one upload of sizes and offsets.
+// In-place thin QRs of the items at A + ao[i] (m[i] x n[i], ld lda), R at R + ro[i] (ld ldr).
 template <class T, class Space>
 void qr_items(const context_ptr<Space>& ctx, T* A, const std::vector<std::int64_t>& ao, const std::vector<int>& m,
               const std::vector<int>& n, int lda, T* R, const std::vector<std::int64_t>& ro, int ldr) {
-  if (ao.empty()) return;
-  const int count = int(ao.size());
-  std::vector<std::int64_t> o(ao);
-  o.insert(o.end(), ro.begin(), ro.end());
-  std::vector<int> s(m);
-  s.insert(s.end(), n.begin(), n.end());
-  s.insert(s.end(), std::size_t(count), lda);
-  s.insert(s.end(), std::size_t(count), ldr);
-  items_detail::marshaled<T, Space> mk(ctx, s, o, {A, R});
-  const int* sz = mk.sizes.data();
-  qr_vbatched(*ctx, sz, sz + count, mk.ptr.data(), sz + 2 * count, mk.ptr.data() + count, sz + 3 * count, count,
-              *std::max_element(m.begin(), m.end()), *std::max_element(n.begin(), n.end()));
+  batch<T, Space> a(ctx), r(ctx);
+  for (std::size_t i = 0; i < ao.size(); ++i)
+    a.add(A + ao[i], m[i], n[i], lda), r.add(R + ro[i], std::min(m[i], n[i]), n[i], ldr);
+  qr(a, &r);
 }
 
 template <class T, class Space>
 void trsm_items(const context_ptr<Space>& ctx, side sd, uplo ul, op ta, diag dg, T alpha, const T* A, T* B,
                 std::vector<item_trsm> items) {
   std::erase_if(items, [](const item_trsm& t) { return t.m == 0 || t.n == 0; });
-  const int count = int(items.size());
-  if (count == 0) return;
-  std::vector<int> s(std::size_t(4) * count);
-  std::vector<std::int64_t> o(std::size_t(2) * count);
-  int max_m = 0, max_n = 0;
-  for (int i = 0; i < count; ++i) {
-    const item_trsm& t = items[i];
-    s[i] = t.m, s[count + i] = t.n, s[2 * count + i] = t.lda, s[3 * count + i] = t.ldb;
-    o[i] = t.a, o[count + i] = t.b;
-    max_m = std::max(max_m, t.m), max_n = std::max(max_n, t.n);
+  batch<const T, Space> a(ctx);
+  batch<T, Space> b(ctx);
+  for (const item_trsm& t : items) {
+    const int k = sd == side::left ? t.m : t.n;
+    a.add(A + t.a, k, k, t.lda), b.add(B + t.b, t.m, t.n, t.ldb);
   }
-  items_detail::marshaled<T, Space> mk(ctx, s, o, {const_cast<T*>(A), B});
-  const int* sz = mk.sizes.data();
-  T* const* p = mk.ptr.data();
-  trsm_vbatched(*ctx, sd, ul, ta, dg, sz, sz + count, alpha, (const T* const*)p, sz + 2 * count, p + count,
-                sz + 3 * count, count, max_m, max_n);
+  trsm(sd, ul, ta, dg, alpha, a, b);
 }
 
-// In-place lower Cholesky factors (potrf_vbatched) of the n[i] x n[i] items at A + ao[i] (ld lda).
-// Returns the first item whose factorization failed, or -1.
+// In-place lower Cholesky factors of the n[i] x n[i] items at A + ao[i] (ld lda). Returns the first
+// item whose factorization failed, or -1.
 template <class T, class Space>
 int potrf_items(const context_ptr<Space>& ctx, T* A, const std::vector<std::int64_t>& ao, const std::vector<int>& n,
                 int lda) {
-  if (ao.empty()) return -1;
-  const int count = int(ao.size());
-  std::vector<int> s(n);
-  s.insert(s.end(), std::size_t(count), lda);
-  items_detail::marshaled<T, Space> mk(ctx, s, ao, {A});
-  buffer<int, Space> info(ctx, std::size_t(count));
-  potrf_vbatched(*ctx, mk.sizes.data(), mk.ptr.data(), mk.sizes.data() + count, info.data(), count,
-                 *std::max_element(n.begin(), n.end()));
-  const auto h = info.to_host();  // (waits for the factorizations)
-  for (int i = 0; i < count; ++i)
-    if (h[i] != 0) return i;
-  return -1;
+  batch<T, Space> a(ctx);
+  for (std::size_t i = 0; i < ao.size(); ++i) a.add(A + ao[i], n[i], n[i], lda);
+  return potrf(a);
 }
 
 }  // namespace h2expr::detail

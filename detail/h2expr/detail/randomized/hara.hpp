@@ -211,23 +211,19 @@ class hara_builder {
           const int s = *std::max_element(req.samples.begin(), req.samples.end()), w = G * s;
           buffer<T, Space> Xp(ctx_, std::size_t(np_) * w), Yp(ctx_, std::size_t(np_) * w);
           fill(c, Xp.data(), Xp.size(), T(0));
-          std::vector<std::int64_t> in(cnt), out(cnt);
+          // Block i draws its samples on the column node t^1 and reads them on the row node t.
+          batch<T, Space> draws(ctx_), dst(ctx_);
+          batch<const T, Space> src(ctx_);
           for (int p = 0; p < cnt; ++p) {
-            const int t = row_node[req.items[p]], g = t & 1;
-            in[p] = std::int64_t(t ^ 1) * P + std::int64_t(g) * s * np_;
-            out[p] = std::int64_t(t) * P + std::int64_t(g) * s * np_;
+            const int t = row_node[req.items[p]], g = t & 1, sp = req.samples[p];
+            const std::int64_t column_block = std::int64_t(g) * s * np_;
+            draws.add(Xp.data() + std::int64_t(t ^ 1) * P + column_block, P, sp, int(np_));
+            src.add(Yp.data() + std::int64_t(t) * P + column_block, P, s, int(np_));
+            dst.add(req.outputs[p], P, s, P);
           }
-          {
-            auto pin = pointers(ctx_, Xp.data(), in);
-            buffer<int, Space> sz(ctx_, concatenate<int>({std::vector<int>(cnt, P), req.samples,
-                                                          std::vector<int>(cnt, int(np_))}));
-            fill_random_vbatched<T>(c, distribution::normal, sz.data(), sz.data() + cnt, pin.data(),
-                                    sz.data() + 2 * cnt, req.seed, cnt, P, s);
-          }
+          fill_random(distribution::normal, draws, req.seed);
           residual(false, Xp.data(), Yp.data(), w);
-          auto psrc = pointers(ctx_, Yp.data(), out);
-          buffer<T*, Space> pdst(ctx_, req.outputs);
-          copy_batched(c, P, s, (const T* const*)psrc.data(), int(np_), pdst.data(), P, cnt);
+          copy(src, dst);
           sampling += since(t0);
         },
         splitmix64(p_.seed + 0x9e3779b97f4a7c15ull * std::uint64_t(l)));
@@ -257,19 +253,14 @@ class hara_builder {
       buffer<T, Space> Xp(ctx_, std::size_t(np_) * w), Zp(ctx_, std::size_t(np_) * w);
       fill(c, Xp.data(), Xp.size(), T(0));
       // The bases, k[i] columns each, in one batched copy per destination (not one per block).
-      std::vector<T*> bases(count);
-      std::vector<std::int64_t> xo(count);
+      batch<const T, Space> bases(ctx_);
+      batch<T, Space> xb(ctx_);
       for (int i = 0; i < count; ++i) {
         const int t = row_node[i];
-        bases[i] = rf.basis(i), xo[i] = std::int64_t(t) * P + std::int64_t(t & 1) * kmax * np_;
+        bases.add(rf.basis(i), P, k[i], P);
+        xb.add(Xp.data() + std::int64_t(t) * P + std::int64_t(t & 1) * kmax * np_, P, k[i], int(np_));
       }
-      buffer<T*, Space> bases_d(ctx_, bases);
-      buffer<int, Space> k_d(ctx_, k);
-      auto copy_bases = [&](T* base, const std::vector<std::int64_t>& at, std::int64_t ld) {
-        auto pd = pointers(ctx_, base, at);
-        copy_batched(c, P, kmax, (const T* const*)bases_d.data(), P, pd.data(), int(ld), count, k_d.data());
-      };
-      copy_bases(Xp.data(), xo, np_);
+      copy(bases, xb);
       residual(true, Xp.data(), Zp.data(), w);
       sampling += since(t0);
 
@@ -281,14 +272,15 @@ class hara_builder {
       fill(c, Wrow.data(), wsize, T(0));
       if (!sym_) fill(c, Wcol.data(), wsize, T(0));
       T* wcol = sym_ ? Wrow.data() : Wcol.data();
-      std::vector<std::int64_t> qo(count), zo(count), wo(count);
+      std::vector<std::int64_t> zo(count), wo(count);
+      batch<T, Space> wq(ctx_);
       for (int i = 0; i < count; ++i) {
         const int t = row_node[i];
-        qo[i] = std::int64_t(t) * P * kmax;
+        wq.add(Wrow.data() + std::int64_t(t) * P * kmax, P, k[i], P);
         zo[i] = std::int64_t(t ^ 1) * P + std::int64_t(t & 1) * kmax * np_;
         wo[i] = std::int64_t(t ^ 1) * P * kmax;
       }
-      copy_bases(Wrow.data(), qo, P);
+      copy(bases, wq);
       copy_blocks(ctx_, P, kmax, Zp.data(), zo, int(np_), wcol, wo, P);
       std::vector<char> updated(std::size_t(1) << l, 0);
       for (int i = 0; i < count; ++i) {

@@ -259,20 +259,15 @@ void basis_samples(const context_ptr<Space>& ctx, const projection_shape& sh, co
   trsm_items(ctx, side::right, uplo::lower, op::transpose, diag::non_unit, T(1), C.data(), basis, wc);
 
   // Left singular vectors of W1 (nout x (w - p)) in place.
-  std::vector<int> sm, sn, sld;
-  std::vector<std::int64_t> so, sv;
   buffer<T, Space> sigma(ctx, std::size_t(cnt) * ld);
+  batch<T, Space> w1(ctx), sv(ctx);
   for (int t = t0; t < t1; ++t)
-    if (w[t - t0] > p)
-      sm.push_back(x.nout[t]), sn.push_back(w[t - t0] - p), sld.push_back(ld), so.push_back(sh.basis_at(t)),
-          sv.push_back(std::int64_t(t - t0) * ld);
-  if (!so.empty()) {
-    const int k = int(so.size());
-    buffer<int, Space> sz(ctx, concatenate<int>({sm, sn, sld}));
-    auto pa = pointers(ctx, basis, so), pss = pointers(ctx, sigma.data(), sv);
-    svd_vbatched(*ctx, sz.data(), sz.data() + k, pa.data(), sz.data() + 2 * k, pss.data(), (T* const*)nullptr,
-                 (const int*)nullptr, k, *std::max_element(sm.begin(), sm.end()), *std::max_element(sn.begin(), sn.end()));
-  }
+    if (w[t - t0] > p) {
+      const int values = std::min(x.nout[t], w[t - t0] - p);
+      w1.add(basis + sh.basis_at(t), x.nout[t], w[t - t0] - p, ld);
+      sv.add(sigma.data() + std::int64_t(t - t0) * ld, values, 1, std::max(values, 1));
+    }
+  svd(w1, sv);
   // C = U^T W2 (u x p, ld ld), then W2 := W2 - U C and its Gram matrix (p x p, ld p): the error of
   // every truncation k <= u is a sum of squares, ||W2 - U C||^2 + sum_{i > k} ||C(i, :)||^2, with no
   // difference of large numbers (in float that difference alone would exceed the budget).

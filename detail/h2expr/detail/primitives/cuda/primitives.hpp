@@ -47,12 +47,6 @@ void fill(context<cuda>& c, T* data, std::size_t n, T value);
 template <class T>
 void scale_2d(context<cuda>& c, std::int64_t rows, std::int64_t cols, T beta, T* Y, std::int64_t ldy);  // Y = beta Y
 
-// marshal.cuh
-template <class T>
-void marshal_strided(context<cuda>& c, T* base, std::int64_t stride, int count, T** out);
-template <class T>
-void marshal_offsets(context<cuda>& c, T* base, const std::int64_t* offsets, int count, T** out);
-
 // random.cuh
 template <class T>
 void fill_random(context<cuda>& c, distribution d, std::int64_t rows, std::int64_t cols, T* A, std::int64_t lda,

@@ -1,0 +1,248 @@
+#pragma once
+// batch<T, Space>: the one description of batched work on matrices. Item i is a rows(i) x cols(i)
+// column-major matrix at pointer(i) with leading dimension ld(i), in the space's memory (T may be
+// const for the inputs of a product). A batch is described on the host, item by item or at a fixed
+// stride; the arrays the variable-size primitives take (pointers, rows, cols, leading dimensions) go
+// to the space in one upload the first time a primitive needs them, and are freed in stream order
+// with the batch, so nothing waits for the space to release them.
+//
+// The operations below (gemm, copy, qr, svd, trsm, potrf, fill_random over batches) pick the kernel
+// themselves: one strided call when every item shares its shape and the items lie at a fixed stride,
+// a fixed-size call over pointer arrays when they share their shape only, else a variable-size one.
+#include <h2expr/detail/primitives/batched.hpp>
+#include <h2expr/detail/core/buffer.hpp>
+#include <h2expr/detail/core/error.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace h2expr::detail {
+
+template <class T, class Space>
+class batch {
+ public:
+  using value_type = std::remove_const_t<T>;
+  // The arrays of the variable-size primitives, in the space.
+  struct arrays {
+    T* const* pointers;
+    const int* rows;
+    const int* cols;
+    const int* ld;
+  };
+
+  explicit batch(context_ptr<Space> ctx) : ctx_(std::move(ctx)) {}
+  // count items of rows x cols at base + i stride, leading dimension ld.
+  batch(context_ptr<Space> ctx, T* base, std::int64_t stride, int count, int rows, int cols, int ld)
+      : batch(std::move(ctx)) {
+    reserve(count);
+    for (int i = 0; i < count; ++i) add(base + i * stride, rows, cols, ld);
+  }
+
+  void reserve(int count) {
+    p_.reserve(std::size_t(count)), rows_.reserve(std::size_t(count)), cols_.reserve(std::size_t(count));
+    ld_.reserve(std::size_t(count));
+  }
+  batch& add(T* p, int rows, int cols, int ld) {
+    require(rows >= 0 && cols >= 0 && ld >= rows, "batch: an item with a negative size or ld < rows");
+    p_.push_back(p), rows_.push_back(rows), cols_.push_back(cols), ld_.push_back(ld);
+    max_rows_ = std::max(max_rows_, rows), max_cols_ = std::max(max_cols_, cols);
+    uploaded_ = false;
+    return *this;
+  }
+
+  int count() const { return int(p_.size()); }
+  bool empty() const { return p_.empty(); }
+  T* pointer(int i) const { return p_[std::size_t(i)]; }
+  int rows(int i) const { return rows_[std::size_t(i)]; }
+  int cols(int i) const { return cols_[std::size_t(i)]; }
+  int ld(int i) const { return ld_[std::size_t(i)]; }
+  int max_rows() const { return max_rows_; }
+  int max_cols() const { return max_cols_; }
+  context<Space>& ctx() const { return *ctx_; }
+  const ::h2expr::context_ptr<Space>& shared_ctx() const { return ctx_; }
+
+  // Every item rows(0) x cols(0) with leading dimension ld(0).
+  bool uniform() const {
+    for (int i = 1; i < count(); ++i)
+      if (rows_[i] != rows_[0] || cols_[i] != cols_[0] || ld_[i] != ld_[0]) return false;
+    return true;
+  }
+  // The elements from one item to the next when they lie at a fixed stride, else nothing.
+  std::optional<std::int64_t> stride() const {
+    if (count() < 2) return std::int64_t(0);
+    // Addresses as integers: the items need not lie in one allocation.
+    auto at = [this](int i) { return std::int64_t(reinterpret_cast<std::uintptr_t>(p_[std::size_t(i)])); };
+    const std::int64_t bytes = at(1) - at(0);
+    if (bytes % std::int64_t(sizeof(T)) != 0) return std::nullopt;
+    for (int i = 2; i < count(); ++i)
+      if (at(i) - at(i - 1) != bytes) return std::nullopt;
+    return bytes / std::int64_t(sizeof(T));
+  }
+
+  // The arrays in the space: uploaded on first use after the last add().
+  const arrays& in_space() const {
+    if (!uploaded_) {  // pointers, then rows, cols and ld: one allocation, one transfer
+      const std::size_t n = p_.size(), pointer_bytes = n * sizeof(T*), int_bytes = n * sizeof(int);
+      std::vector<std::byte> packed(pointer_bytes + 3 * int_bytes);
+      if (n) {
+        std::memcpy(packed.data(), p_.data(), pointer_bytes);
+        std::memcpy(packed.data() + pointer_bytes, rows_.data(), int_bytes);
+        std::memcpy(packed.data() + pointer_bytes + int_bytes, cols_.data(), int_bytes);
+        std::memcpy(packed.data() + pointer_bytes + 2 * int_bytes, ld_.data(), int_bytes);
+      }
+      arrays_space_ = buffer<std::byte, Space>(ctx_, packed);
+      std::byte* base = arrays_space_.data();
+      const int* ints = reinterpret_cast<const int*>(base + pointer_bytes);
+      arrays_ = {reinterpret_cast<T* const*>(base), ints, ints + n, ints + 2 * n};
+      uploaded_ = true;
+    }
+    return arrays_;
+  }
+  // The pointer arrays as the primitives' const inputs take them.
+  const value_type* const* inputs() const { return (const value_type* const*)in_space().pointers; }
+
+ private:
+  ::h2expr::context_ptr<Space> ctx_;
+  std::vector<T*> p_;
+  std::vector<int> rows_, cols_, ld_;
+  int max_rows_ = 0, max_cols_ = 0;
+  mutable buffer<std::byte, Space> arrays_space_;
+  mutable arrays arrays_{};
+  mutable bool uploaded_ = false;
+};
+
+namespace batch_detail {
+template <class TA, class TB, class Space>
+void same_count(const batch<TA, Space>& a, const batch<TB, Space>& b, const char* what) {
+  require<dimension_mismatch>(a.count() == b.count(), std::string(what) + ": batches of different lengths");
+}
+}  // namespace batch_detail
+
+// C_i = alpha op(A_i) op(B_i) + beta C_i: C_i's shape is the product's (m x n), op(A_i) m x k.
+template <class TA, class TB, class T, class Space>
+  requires std::is_same_v<std::remove_const_t<TA>, T> && std::is_same_v<std::remove_const_t<TB>, T>
+void gemm(op ta, op tb, T alpha, const batch<TA, Space>& A, const batch<TB, Space>& B, T beta,
+          const batch<T, Space>& C) {
+  batch_detail::same_count(A, C, "gemm"), batch_detail::same_count(B, C, "gemm");
+  const int count = C.count();
+  if (count == 0) return;
+  auto& c = C.ctx();
+  const bool at = ta != op::none;
+  if (A.uniform() && B.uniform() && C.uniform()) {
+    const int m = C.rows(0), n = C.cols(0), k = at ? A.rows(0) : A.cols(0);
+    const auto sa = A.stride(), sb = B.stride(), sc = C.stride();
+    if (sa && sb && sc)
+      gemm_strided_batched(c, ta, tb, m, n, k, alpha, A.pointer(0), A.ld(0), *sa, B.pointer(0), B.ld(0), *sb, beta,
+                           C.pointer(0), C.ld(0), *sc, count);
+    else
+      gemm_batched(c, ta, tb, m, n, k, alpha, A.inputs(), A.ld(0), B.inputs(), B.ld(0), beta, C.in_space().pointers,
+                   C.ld(0), count);
+    return;
+  }
+  const auto& a = A.in_space();
+  const auto& cc = C.in_space();
+  gemm_vbatched(c, ta, tb, cc.rows, cc.cols, at ? a.rows : a.cols, alpha, A.inputs(), a.ld, B.inputs(),
+                B.in_space().ld, beta, cc.pointers, cc.ld, count, C.max_rows(), C.max_cols(),
+                at ? A.max_rows() : A.max_cols());
+}
+
+// Every item set to zero: a gemm with alpha = beta = 0 writes C without reading A or B (BLAS
+// semantics, on both spaces); A is the items with no columns, so k = 0.
+template <class T, class Space>
+void zero(const batch<T, Space>& C) {
+  batch<T, Space> none(C.shared_ctx());
+  none.reserve(C.count());
+  for (int i = 0; i < C.count(); ++i) none.add(C.pointer(i), C.rows(i), 0, C.ld(i));
+  gemm(op::none, op::none, T(0), none, C, T(0), C);
+}
+
+// dst_i = op(src_i), dst_i's shape (src_i: its transpose when trans).
+template <class TS, class T, class Space>
+  requires std::is_same_v<std::remove_const_t<TS>, T>
+void copy(const batch<TS, Space>& src, const batch<T, Space>& dst, op trans = op::none) {
+  batch_detail::same_count(src, dst, "copy");
+  if (dst.empty()) return;
+  if (trans == op::none && src.uniform() && dst.uniform()) {
+    copy_batched(dst.ctx(), dst.rows(0), dst.cols(0), src.inputs(), src.ld(0), dst.in_space().pointers, dst.ld(0),
+                 dst.count());
+    return;
+  }
+  const auto& d = dst.in_space();
+  copy_vbatched(dst.ctx(), trans, d.rows, d.cols, src.inputs(), src.in_space().ld, d.pointers, d.ld, dst.count());
+}
+
+// Thin QRs in place: A_i := Q_i (m_i x n_i), R_i (its first min(m_i, n_i) rows) upper trapezoidal.
+// Without form_q only R is computed and A_i is left unspecified.
+template <class T, class Space>
+void qr(const batch<T, Space>& A, const batch<T, Space>* R = nullptr, bool form_q = true) {
+  if (A.empty()) return;
+  if (R) batch_detail::same_count(A, *R, "qr");
+  const auto& a = A.in_space();
+  T* const* rp = R ? R->in_space().pointers : nullptr;
+  const int* rld = R ? R->in_space().ld : nullptr;
+  if (form_q)
+    qr_vbatched(A.ctx(), a.rows, a.cols, a.pointers, a.ld, rp, rld, A.count(), A.max_rows(), A.max_cols());
+  else
+    qr_r_vbatched(A.ctx(), a.rows, a.cols, a.pointers, a.ld, rp, rld, A.count(), A.max_rows(), A.max_cols());
+}
+
+// Thin SVDs A_i = U_i S_i V_i^T: U_i into A_i, the singular values into S_i (a column each), V_i
+// (n_i x n_i) into V_i when V is given. Right: S_i and V_i only, exact for the values above
+// `resolve` (svd_right_vbatched).
+template <class T, class Space>
+void svd(const batch<T, Space>& A, const batch<T, Space>& S, const batch<T, Space>* V = nullptr) {
+  batch_detail::same_count(A, S, "svd");
+  if (A.empty()) return;
+  const auto& a = A.in_space();
+  svd_vbatched(A.ctx(), a.rows, a.cols, a.pointers, a.ld, S.in_space().pointers, V ? V->in_space().pointers : nullptr,
+               V ? V->in_space().ld : nullptr, A.count(), A.max_rows(), A.max_cols());
+}
+template <class T, class Space>
+void svd_right(const batch<T, Space>& A, const batch<T, Space>& S, const batch<T, Space>& V, double resolve) {
+  batch_detail::same_count(A, S, "svd_right"), batch_detail::same_count(A, V, "svd_right");
+  if (A.empty()) return;
+  const auto& a = A.in_space();
+  svd_right_vbatched(A.ctx(), a.rows, a.cols, a.pointers, a.ld, S.in_space().pointers, V.in_space().pointers,
+                     V.in_space().ld, A.count(), A.max_rows(), A.max_cols(), resolve);
+}
+
+// B_i := alpha op(A_i)^{-1} B_i (side::left) or alpha B_i op(A_i)^{-1}, A_i triangular.
+template <class TA, class T, class Space>
+  requires std::is_same_v<std::remove_const_t<TA>, T>
+void trsm(side sd, uplo ul, op ta, diag dg, T alpha, const batch<TA, Space>& A, const batch<T, Space>& B) {
+  batch_detail::same_count(A, B, "trsm");
+  if (B.empty()) return;
+  const auto& b = B.in_space();
+  trsm_vbatched(B.ctx(), sd, ul, ta, dg, b.rows, b.cols, alpha, A.inputs(), A.in_space().ld, b.pointers, b.ld,
+                B.count(), B.max_rows(), B.max_cols());
+}
+
+// Lower Cholesky factors in place (square items). Returns the first item whose factorization failed,
+// or -1 (reading the result waits for the space).
+template <class T, class Space>
+int potrf(const batch<T, Space>& A) {
+  if (A.empty()) return -1;
+  const auto& a = A.in_space();
+  buffer<int, Space> info(A.shared_ctx(), std::size_t(A.count()));
+  potrf_vbatched(A.ctx(), a.rows, a.pointers, a.ld, info.data(), A.count(), A.max_rows());
+  const auto h = info.to_host();
+  for (int i = 0; i < A.count(); ++i)
+    if (h[std::size_t(i)] != 0) return i;
+  return -1;
+}
+
+// Every item filled with random numbers, reproducibly from the seed.
+template <class T, class Space>
+void fill_random(distribution d, const batch<T, Space>& A, std::uint64_t seed) {
+  if (A.empty()) return;
+  const auto& a = A.in_space();
+  fill_random_vbatched(A.ctx(), d, a.rows, a.cols, a.pointers, a.ld, seed, A.count(), A.max_rows(), A.max_cols());
+}
+
+}  // namespace h2expr::detail
