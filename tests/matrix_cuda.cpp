@@ -41,3 +41,29 @@ TEST(cuda_context, out_of_memory_is_a_clear_error) {
   auto x = hx::matrix<double, hx::cuda>::random(5, 5, 3, ctx);
   EXPECT_EQ(hx::to_dense(x), hx::to_dense(hx::matrix<double, hx::cuda>::random(5, 5, 3, ctx)));
 }
+
+// The context's pool keeps what is freed through a synchronization and serves the next request
+// from it (the device's default pool would hand it back to the driver); trim() gives it back.
+TEST(cuda_context, its_pool_keeps_freed_memory_for_reuse) {
+  namespace hx = h2expr;
+  if (!hx::cuda_available()) GTEST_SKIP() << "no CUDA device here";
+  auto ctx = std::make_shared<hx::context<hx::cuda>>();
+  if (!ctx->pool()) GTEST_SKIP() << "this device has no memory pools";
+  auto reserved = [&] {
+    std::uint64_t bytes = 0;
+    H2EXPR_CUDA(cudaMemPoolGetAttribute(ctx->pool(), cudaMemPoolAttrReservedMemCurrent, &bytes));
+    return bytes;
+  };
+  const std::uint64_t size = std::uint64_t(4096) * 4096 * sizeof(double);
+  { hx::matrix<double, hx::cuda> a(4096, 4096, ctx); }
+  ctx->synchronize();
+  const std::uint64_t kept = reserved();
+  EXPECT_GE(kept, size);
+  {
+    hx::matrix<double, hx::cuda> b(4096, 4096, ctx);
+    ctx->synchronize();
+    EXPECT_EQ(reserved(), kept);  // served from what the pool held
+  }
+  ctx->trim();
+  EXPECT_LT(reserved(), size);
+}

@@ -1,13 +1,18 @@
 #pragma once
 // The CUDA space's context: one device, one stream, the cuBLAS and cuSOLVER handles bound to that
-// stream (and a cuSPARSE one, made on first use), and a growable workspace. Everything the CUDA
-// backend does is ordered on this stream.
+// stream (and a cuSPARSE one, made on first use), a memory pool of its own and a growable workspace.
+// Everything the CUDA backend does is ordered on this stream.
+// The pool keeps what is freed into it (release threshold: unlimited) instead of handing it back to
+// the driver at every synchronization, as the device's default pool does: an algorithm's temporaries
+// then come from memory the context already holds, grown to the widest request, with no
+// synchronization and no new mapping per call. trim() gives the idle part back.
 // Random numbers come from cuRAND's device API (counter-based Philox) inside h2expr's fill kernels,
 // so no generator handle is needed and a fill depends only on its seed, not on launch shapes.
 #include <h2expr/detail/core/cuda/check.cuh>
 #include <h2expr/detail/core/space.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace h2expr {
@@ -31,6 +36,17 @@ class context<cuda> {
     H2EXPR_CUDA(cudaGetDeviceProperties(&properties_, device_));
     H2EXPR_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     try {
+      int pools = 0;
+      H2EXPR_CUDA(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device_));
+      if (pools) {  // else the device's default pool, through cudaMallocAsync
+        cudaMemPoolProps props{};
+        props.allocType = cudaMemAllocationTypePinned;
+        props.location.type = cudaMemLocationTypeDevice;
+        props.location.id = device_;
+        H2EXPR_CUDA(cudaMemPoolCreate(&pool_, &props));
+        std::uint64_t keep = ~std::uint64_t(0);
+        H2EXPR_CUDA(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep));
+      }
       H2EXPR_CUBLAS(cublasCreate(&blas_));
       H2EXPR_CUBLAS(cublasSetStream(blas_, stream_));
       H2EXPR_CUSOLVER(cusolverDnCreate(&solver_));
@@ -62,6 +78,13 @@ class context<cuda> {
     return sparse_;
   }
   const cudaDeviceProp& properties() const { return properties_; }
+  // The context's memory pool (null where the device has none: then the default pool serves).
+  cudaMemPool_t pool() const { return pool_; }
+  // Hands the pool's idle memory back to the driver, after the work queued so far.
+  void trim() {
+    synchronize();
+    if (pool_) H2EXPR_CUDA(cudaMemPoolTrimTo(pool_, 0));
+  }
 
   // Scratch memory of at least `bytes`, valid until the next call; stream-ordered, so it may be
   // reused by the next operation on this context's stream without a synchronization.
@@ -70,7 +93,8 @@ class context<cuda> {
       if (workspace_) H2EXPR_CUDA(cudaFreeAsync(workspace_, stream_));
       workspace_ = nullptr;
       workspace_bytes_ = 0;
-      H2EXPR_CUDA(cudaMallocAsync(&workspace_, bytes, stream_));
+      H2EXPR_CUDA(pool_ ? cudaMallocFromPoolAsync(&workspace_, bytes, pool_, stream_)
+                        : cudaMallocAsync(&workspace_, bytes, stream_));
       workspace_bytes_ = bytes;
     }
     return workspace_;
@@ -91,6 +115,10 @@ class context<cuda> {
     if (solver_) (void)cusolverDnDestroy(solver_);
     if (blas_) (void)cublasDestroy(blas_);
     if (stream_) (void)cudaStreamDestroy(stream_);
+    // Memory still allocated from the pool (none: buffers keep their context alive) would be freed
+    // with its last allocation.
+    if (pool_) (void)cudaMemPoolDestroy(pool_);
+    pool_ = nullptr;
     workspace_ = nullptr;
     sparse_ = nullptr;
     solver_ = nullptr;
@@ -104,6 +132,7 @@ class context<cuda> {
   cublasHandle_t blas_ = nullptr;
   cusolverDnHandle_t solver_ = nullptr;
   cusparseHandle_t sparse_ = nullptr;
+  cudaMemPool_t pool_ = nullptr;
   void* workspace_ = nullptr;
   std::size_t workspace_bytes_ = 0;
 };

@@ -1,5 +1,6 @@
 #pragma once
-// Memory of the CUDA space: stream-ordered allocation (the driver's pool makes temporaries cheap)
+// Memory of the CUDA space: stream-ordered allocation from the context's pool (temporaries reuse what
+// the context already holds)
 // and copies on the context's stream. Transfers to the host synchronize, so host data is ready.
 // Host calls only (the batched copies and element-wise kernels are in elementwise.cuh).
 #include <h2expr/detail/core/cuda/check.cuh>
@@ -14,7 +15,8 @@ template <class T>
 T* allocate(context<cuda>& c, std::size_t n) {
   if (n == 0) return nullptr;
   void* p = nullptr;
-  H2EXPR_CUDA(cudaMallocAsync(&p, checked_bytes<T>(n), c.stream()));
+  const std::size_t bytes = checked_bytes<T>(n);
+  H2EXPR_CUDA(c.pool() ? cudaMallocFromPoolAsync(&p, bytes, c.pool(), c.stream()) : cudaMallocAsync(&p, bytes, c.stream()));
   return static_cast<T*>(p);
 }
 template <class T>

@@ -86,8 +86,7 @@ void evaluate_blocks_on_device(context<cuda>& c, const Kernel& kernel, const blo
 // value)` starts the kernel on c's stream; the value comes back to the host.
 template <class R, class Launch>
 R reduce_to_scalar(context<cuda>& c, std::size_t n, Launch&& launch) {
-  R* value = nullptr;
-  H2EXPR_CUDA(cudaMallocAsync(&value, sizeof(R), c.stream()));
+  R* value = allocate<R>(c, 1);
   R result{};
   try {
     H2EXPR_CUDA(cudaMemsetAsync(value, 0, sizeof(R), c.stream()));
