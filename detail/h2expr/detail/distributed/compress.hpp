@@ -332,33 +332,26 @@ low_rank_parts<T, Space> distributed_recompress(distributed_data<T, Space>& A, c
   const int cb = sides - 1;  // the side whose bases the columns of a block row use
   low_rank_parts<T, Space> next;
   std::vector<buffer<T, Space>> Pg(static_cast<std::size_t>(S - 1));  // per own level: own nodes', then ghosts'
-  ghost_factor_exchange<T, Space> ghosts;
-  c_level_gather<T, Space> top;
+  factor_exchange<T, Space> exchange;
   const rank_failure packed = rank_failure::of([&] {
-    std::vector<const buffer<T, Space>*> own;
     for (int s = 0; s + 1 < S; ++s) {
       const int l = c + s;
       const std::int64_t kk = std::int64_t(k[l]) * k[l];
       Pg[s] = buffer<T, Space>(ctx, std::size_t(D.count(l) + A.splits[s].ghosts) * kk);
       require(Pg[s].size() <= std::size_t(INT32_MAX), "distributed compress: a rank's bases of one level pass 2^31 - 1 values");
       if (D.count(l) > 0) copy(*ctx, P[cb][l].data(), Pg[s].data(), std::size_t(D.count(l) * kk));
-      own.push_back(&P[cb][l]);
     }
-    ghosts.pack(A, own);
-    std::vector<const buffer<T, Space>*> bases;
-    for (int b = 0; b < sides; ++b) bases.push_back(&P[b][c]);
-    top.pack(A, k[c], bases, "distributed compress");
+    exchange.pack(A, P, sides, k[c], "distributed compress");
   });
   comm.agree("distributed compress", {}, packed);
-  ghosts.post(A, rep.bytes_sent, rep.messages_sent);
-  top.post(A, rep.allgather_bytes);
+  exchange.post(A, rep);
 
   const rank_failure built = rank_failure::of([&] {
     // New bases: leaves U_t P_t (own), transfers P_c^T E_c P_p (own parents below c, all above).
     const int m = A.m_max;
     for (int b = 0; b < sides; ++b) {
       buffer<T, Space> Pc;  // every C-level node's
-      if (c > 0) Pc = top.gathered(A, b);
+      if (c > 0) Pc = exchange.top.gathered(A, b);
       auto basis = std::make_shared<basis_share<T, Space>>();
       basis->leaves = buffer<T, Space>(ctx, std::size_t(D.count(L)) * m * r[L]);
       if (r[L] > 0 && D.count(L) > 0)
@@ -392,7 +385,7 @@ low_rank_parts<T, Space> distributed_recompress(distributed_data<T, Space>& A, c
     // P_t^T S_ts P_s: the top's blocks, then the own block rows (columns: own, then ghosts).
     std::vector<T*> into;
     for (auto& g : Pg) into.push_back(g.data());
-    ghosts.finish(A, into);
+    exchange.ghosts.finish(A, into);
     next.top_coupling.resize(static_cast<std::size_t>(c));
     for (int l = 0; l < c; ++l) {
       const auto& lv = blocks.coupling[l];
@@ -406,12 +399,7 @@ low_rank_parts<T, Space> distributed_recompress(distributed_data<T, Space>& A, c
     next.unit.resize(static_cast<std::size_t>(S - 1));
     for (int s = 0; s + 1 < S; ++s) {
       const int l = c + s, n = D.count(l);
-      const auto& sp = A.split_host[s];
-      std::vector<int> rows, cols;
-      for (const auto* part : {&sp.diag, &sp.off})
-        for (int t = 0; t < n; ++t)
-          for (int b = part->row_ptr[t]; b < part->row_ptr[t + 1]; ++b)
-            rows.push_back(t), cols.push_back(part == &sp.diag ? part->col[b] : n + part->col[b]);
+      const auto [rows, cols] = slot_blocks(A, s);
       const auto Qt = transposed_nodes(ctx, Pg[s].data(), std::int64_t(n) + A.splits[s].ghosts, k[l]);
       const auto Pt = two ? transposed_nodes(ctx, P[0][l].data(), std::int64_t(n), k[l]) : buffer<T, Space>();
       next.blocks[s] = project_blocks(ctx, A.blocks[s].data(), (two ? Pt : Qt).data(), Qt.data(), rows, cols, k[l], r[l]);

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace h2expr::detail {
@@ -204,6 +205,46 @@ class ghost_factor_exchange {
  private:
   std::vector<message<T, Space>> sends_, receives_;
   pending messages_;  // declared last: destroyed first, so no request outlives its buffers
+};
+
+// The blocks of own level c + s in their stored order (the diagonal part's, then the off part's): each
+// one's row (an own node) and column in the local numbering (own nodes, then the ghosts after them).
+template <class T, class Space>
+std::pair<std::vector<int>, std::vector<int>> slot_blocks(const distributed_data<T, Space>& A, int s) {
+  const int n = A.dist.count(A.dist.c + s);
+  const auto& sp = A.split_host[std::size_t(s)];
+  std::vector<int> rows, cols;
+  for (const auto* part : {&sp.diag, &sp.off})
+    for (int t = 0; t < n; ++t)
+      for (int b = part->row_ptr[t]; b < part->row_ptr[t + 1]; ++b)
+        rows.push_back(t), cols.push_back(part == &sp.diag ? part->col[b] : n + part->col[b]);
+  return {std::move(rows), std::move(cols)};
+}
+
+// What a level-by-level basis operation (orthogonalize, compress) shares of its per-node factors F[b][l]
+// (side b, level l; k_l x k_l per own node): the columns' side's of levels c.. with the peers whose
+// blocks need them, and every side's C-level ones with all ranks. pack() runs inside a phase whose
+// failures the caller agrees on, post() after the agreement; then ghosts.finish() and top.gathered().
+template <class T, class Space>
+struct factor_exchange {
+  ghost_factor_exchange<T, Space> ghosts;
+  c_level_gather<T, Space> top;
+
+  void pack(const distributed_data<T, Space>& A, const std::vector<buffer<T, Space>>* F, int sides, int k_c,
+            const std::string& what) {
+    const int c = A.dist.c, S = A.dist.slots();
+    std::vector<const buffer<T, Space>*> own, c_level;
+    for (int s = 0; s + 1 < S; ++s) own.push_back(&F[sides - 1][c + s]);
+    ghosts.pack(A, own);
+    for (int b = 0; b < sides; ++b) c_level.push_back(&F[b][c]);
+    top.pack(A, k_c, c_level, what);
+  }
+  // The messages and the allgathers, their traffic added to t's counts.
+  template <class Traffic>
+  void post(const distributed_data<T, Space>& A, Traffic& t) {
+    ghosts.post(A, t.bytes_sent, t.messages_sent);
+    top.post(A, t.allgather_bytes);
+  }
 };
 
 }  // namespace h2expr::detail

@@ -20,6 +20,7 @@
 #include <h2expr/detail/operations/hara.hpp>
 #include <h2expr/detail/randomized/hara.hpp>
 #include <h2expr/detail/randomized/near_field_projection.hpp>
+#include <h2expr/detail/randomized/sample_rounds.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -39,44 +40,60 @@ struct distributed_hara_result_report {
   std::vector<int> rank_min, rank_max;             // per level, over every rank, before the recompression
 };
 
+// One level in this rank's numbering: own nodes (global b0 .. b0 + own - 1; every node of a level
+// above the C-level) then ghosts (the other ranks' nodes in the own nodes' near fields). f: the own
+// nodes' near pairs, columns local, mirror the local pair of the transpose (-1 when its row is
+// another rank's). Per neighbour: the own nodes it holds as ghosts and its nodes held here, the pairs
+// with a partner there (in the order of the global index of the pair's transpose, to send, or of the
+// pair, to receive; both sides then list the same pairs alike). Rows per node on the row side (nr:
+// Y, Psi; the children's ku) and on the column side (nc: Omega, Z; the children's kv), equal for a
+// symmetric operator (then V = U, Psi = Omega, and the column side's buffers stay empty).
 template <class T, class Space>
-class distributed_sample_builder {
+struct distributed_level : level_blocks {
+  bool top = false;
+  int own = 0, b0 = 0;
+  std::vector<int> ghost;
+  near_field f;
+  int pair0 = 0;  // the global index of local pair 0
+  std::vector<int> peers;
+  std::vector<std::vector<int>> send_nodes, recv_nodes, send_pairs, recv_pairs;
+  std::vector<int> slot;  // per local pair with a remote transpose: its place among the received blocks
+  int remote = 0;
+  std::vector<int> nr, nc, ku, kv;  // per local node
+  std::vector<int> wr, offr, wc, offc;
+  int first = 0;  // the first sample column that om, y, ps and z hold (a finished level: the new ones)
+  buffer<T, Space> om, y, ps, z, u, v, d, rh, rd;  // rh, rd: the received H and D blocks (ld x ld each)
+  int nodes() const { return own + int(ghost.size()); }
+  int global(int t) const { return t < own ? b0 + t : ghost[std::size_t(t - own)]; }
+  projection_shape shape(int l, int side, int s, std::uint64_t seed) const { return {*this, l, side, s, seed}; }
+  const T* col_basis() const { return (v.size() ? v : u).data(); }  // V, or U when shared
+};
+
+template <class T, class Space>
+class distributed_sample_builder
+    : sample_rounds<distributed_sample_builder<T, Space>, distributed_level<T, Space>, T, Space> {
+  using rounds = sample_rounds<distributed_sample_builder<T, Space>, distributed_level<T, Space>, T, Space>;
+  friend rounds;
+  using level_data = distributed_level<T, Space>;
+  using rounds::ctx_, rounds::p_, rounds::sym_, rounds::near_, rounds::L_, rounds::m_, rounds::cap_, rounds::leaf_,
+      rounds::s_, rounds::prev_, rounds::done_, rounds::base_, rounds::omega_, rounds::y_, rounds::psi_, rounds::z_,
+      rounds::lv_, rounds::short_of;
+
  public:
   distributed_sample_builder(const distributed::expression<T, Space>& M, hara_parameters p)
-      : M_(M), A_(M.layout()), comm_(*A_.comm), D_(A_.dist), ctx_(A_.ctx), p_(p), sym_(M.symmetric()) {
-    L_ = A_.depth(), c_ = D_.c, m_ = A_.m_max, cap_ = p.max_rank > 0 ? p.max_rank : 512;
-    near_ = near_fields(A_.structure.blocks());
-    const auto& tree = A_.structure.row_tree();
-    leaf_.resize(std::size_t(1) << L_);
-    for (int t = 0; t < int(leaf_.size()); ++t) leaf_[t] = tree.size(cluster_tree::level_begin(L_) + t);
-  }
+      : rounds(M.layout().ctx, p, M.symmetric(), near_fields(M.layout().structure.blocks()),
+               M.layout().structure.row_tree(), M.layout().depth(), M.layout().m_max),
+        M_(M), A_(M.layout()), comm_(*A_.comm), D_(A_.dist), c_(D_.c) {}
 
   // Collective: the construction before its final recompression (which hara() runs).
   distributed_data<T, Space> run(distributed_hara_result_report& rep) {
     require(!near_.empty(), "distributed hara: the structure's near fields do not nest");
     require(L_ >= 1, "distributed hara: the structure is a single leaf (build it in one process)");
     using clock = std::chrono::steady_clock;
-    lv_.clear();
-    lv_.resize(static_cast<std::size_t>(L_) + 1);
+    this->start_rounds();
     ku_.assign(std::size_t(L_) + 1, {}), kv_.assign(std::size_t(L_) + 1, {});
     for (int l = 0; l <= L_; ++l) number(l);
-    done_ = L_ + 1, base_ = 0, s_ = 0, prev_ = 0;
-    int s = m_ + p_.converge_samples + (p_.block_size + 1) / 2;
-    for (int a = 0; a < (1 << L_); ++a) {
-      int rows = 0;
-      for (int e = near_[L_].ptr[a]; e < near_[L_].ptr[a + 1]; ++e) rows += leaf_[near_[L_].col[e]];
-      s = std::max(s, needs(rows));
-    }
-    for (int round = 0;; ++round) {
-      const auto t0 = clock::now();
-      sample(s, round);
-      rep.seconds_sampling += std::chrono::duration<double>(clock::now() - t0).count();
-      const auto t1 = clock::now();
-      const int need = build();
-      rep.seconds_build += std::chrono::duration<double>(clock::now() - t1).count();
-      if (need == 0) break;
-      s = std::max(need, s + p_.block_size);
-    }
+    this->run_rounds(rep.seconds_sampling, rep.seconds_build);
     rep.samples = sym_ ? s_ : 2 * s_;
     rep.norm_estimate = norm_;
     rep.rank_min.assign(std::size_t(L_) + 1, 0), rep.rank_max.assign(std::size_t(L_) + 1, 0);
@@ -95,34 +112,6 @@ class distributed_sample_builder {
 
  private:
   using panel = sample_panel<T>;
-  // One level in this rank's numbering: own nodes (global b0 .. b0 + own - 1; every node of a level
-  // above the C-level) then ghosts (the other ranks' nodes in the own nodes' near fields). f: the own
-  // nodes' near pairs, columns local, mirror the local pair of the transpose (-1 when its row is
-  // another rank's). Per neighbour: the own nodes it holds as ghosts and its nodes held here, the pairs
-  // with a partner there (in the order of the global index of the pair's transpose, to send, or of the
-  // pair, to receive; both sides then list the same pairs alike). Rows per node on the row side (nr:
-  // Y, Psi; the children's ku) and on the column side (nc: Omega, Z; the children's kv), equal for a
-  // symmetric operator (then V = U, Psi = Omega, and the column side's buffers stay empty).
-  struct level_data : level_blocks {
-    bool top = false;
-    int own = 0, b0 = 0;
-    std::vector<int> ghost;
-    near_field f;
-    int pair0 = 0;  // the global index of local pair 0
-    std::vector<int> peers;
-    std::vector<std::vector<int>> send_nodes, recv_nodes, send_pairs, recv_pairs;
-    std::vector<int> slot;  // per local pair with a remote transpose: its place among the received blocks
-    int remote = 0;
-    std::vector<int> nr, nc, ku, kv;  // per local node
-    std::vector<int> wr, offr, wc, offc;
-    int first = 0;  // the first sample column that om, y, ps and z hold (a finished level: the new ones)
-    buffer<T, Space> om, y, ps, z, u, v, d, rh, rd;  // rh, rd: the received H and D blocks (ld x ld each)
-    int nodes() const { return own + int(ghost.size()); }
-    int global(int t) const { return t < own ? b0 + t : ghost[std::size_t(t - own)]; }
-    projection_shape shape(int l, int side, int s, std::uint64_t seed) const { return {*this, l, side, s, seed}; }
-    const T* col_basis() const { return (v.size() ? v : u).data(); }  // V, or U when shared
-  };
-
   int local(int l, int g) const {
     const auto& d = lv_[l];
     if (g >= d.b0 && g < d.b0 + d.own) return g - d.b0;
@@ -186,8 +175,6 @@ class distributed_sample_builder {
     }
   }
 
-  int needs(int nin) const { return samples_needed(nin, p_.converge_samples, p_.block_size); }
-  int short_of(int nin) const { return samples_short(s_, nin, p_.converge_samples, p_.block_size); }
 
   // Collective helpers: a failure anywhere raises on every rank; the largest value over the ranks.
   void agree(const rank_failure& f) const { comm_.agree("distributed hara", {}, f); }
@@ -655,31 +642,6 @@ class distributed_sample_builder {
     ctx_->synchronize();
   }
 
-  // From the leaves up; 0 when every node had samples enough, else how many the first short level asks
-  // for. Levels that an earlier round finished keep their bases and near blocks (functions of the
-  // samples they saw; new Gaussian columns are independent of them) and only compress the new columns
-  // for their parents, as in one process.
-  int build() {
-    for (int l = L_; l >= 1; --l) {
-      if (l >= done_) compress_samples(l, prev_);
-      else if (const int need = level(l)) return need;
-      done_ = std::min(done_, l);
-      release_samples(l);
-    }
-    return root();
-  }
-
-  // A finished level's samples are read no more: its parent's compressed samples hold what the levels
-  // above need, and a later round brings it new columns alone.
-  void release_samples(int l) {
-    if (l == L_) {
-      for (auto* b : {&omega_, &y_, &psi_, &z_}) *b = buffer<T, Space>();
-      base_ = s_;
-    } else {
-      for (auto* b : {&lv_[l].om, &lv_[l].y, &lv_[l].ps, &lv_[l].z}) *b = buffer<T, Space>();
-    }
-  }
-
   // The root's D = Y Omega^+ (the compressed matrix of the two top nodes, whole).
   int root() {
     auto& d = lv_[0];
@@ -873,17 +835,8 @@ class distributed_sample_builder {
   const distributed_data<T, Space>& A_;
   const communicator& comm_;
   const partition& D_;
-  context_ptr<Space> ctx_;
-  hara_parameters p_;
-  bool sym_;
-  std::vector<near_field> near_;
-  int L_ = 0, c_ = 0, m_ = 1, cap_ = 512, s_ = 0, prev_ = 0;  // samples now and before the last round
-  int done_ = 1 << 30;  // levels done_ .. L_ are finished
-  int base_ = 0;        // the first column the leaves' panels hold
-  std::vector<int> leaf_;
-  std::vector<level_data> lv_;
+  int c_ = 0;  // the C-level
   std::vector<std::vector<int>> ku_, kv_;  // per level, every node's ranks (U's, V's)
-  buffer<T, Space> omega_, y_, psi_, z_;
   double norm_ = 0, energy_ = 0;
   int columns_ = 0;
   std::int64_t bytes_sent_ = 0, messages_sent_ = 0;

@@ -91,8 +91,7 @@ distributed_traffic distributed_orthogonalize(distributed_data<T, Space>& A) {
   // R[b][l], l >= c: the own nodes' R factors (k_l x k_l each), then (the columns' side) the ghosts'.
   std::vector<buffer<T, Space>> R[2], Rtop[2];
   for (int b = 0; b < 2; ++b) transfers[b].resize(L + 1), R[b].resize(L + 1), Rtop[b].resize(c + 1);
-  ghost_factor_exchange<T, Space> ghosts;
-  c_level_gather<T, Space> top;
+  factor_exchange<T, Space> exchange;
   const rank_failure local = rank_failure::of([&] {
     for (int b = 0; b < sides; ++b) {
       for (int l = c; l <= L; ++l) {
@@ -115,23 +114,17 @@ distributed_traffic distributed_orthogonalize(distributed_data<T, Space>& A) {
         transfers[b][l] = orthogonalize_transfers(ctx, R[b][l].data(), B[b]->transfers[l], D.count(l - 1), k[l], k[l - 1], r[l],
                                                   r[l - 1], R[b][l - 1].data());
     }
-    // The own R factors the neighbours' blocks need (the columns' side's).
-    std::vector<const buffer<T, Space>*> own;
-    for (int s = 0; s + 1 < S; ++s) own.push_back(&R[cb][c + s]);
-    ghosts.pack(A, own);
-    std::vector<const buffer<T, Space>*> factors;  // the allgather's buffers, made before the check
-    for (int b = 0; b < sides; ++b) factors.push_back(&R[b][c]);
-    top.pack(A, k[c], factors, "distributed orthogonalize");
+    // The own R factors the neighbours' blocks need (the columns' side's), and the C-level's.
+    exchange.pack(A, R, sides, k[c], "distributed orthogonalize");
   });
   comm.agree("distributed orthogonalize", {}, local);
-  ghosts.post(A, traffic.bytes_sent, traffic.messages_sent);
-  top.post(A, traffic.allgather_bytes);
+  exchange.post(A, traffic);
 
   const rank_failure tail = rank_failure::of([&] {
     // The top, on every rank: all C-level R factors, then the same recursion on the replicated transfers.
     if (c > 0)
       for (int b = 0; b < sides; ++b) {
-        Rtop[b][c] = top.gathered(A, b);
+        Rtop[b][c] = exchange.top.gathered(A, b);
         for (int l = c; l >= 1; --l) {
           Rtop[b][l - 1] = buffer<T, Space>(ctx, (std::size_t(1) << (l - 1)) * k[l - 1] * k[l - 1]);
           transfers[b][l] = orthogonalize_transfers(ctx, Rtop[b][l].data(), B[b]->transfers[l], 1 << (l - 1), k[l], k[l - 1],
@@ -140,7 +133,7 @@ distributed_traffic distributed_orthogonalize(distributed_data<T, Space>& A) {
       }
     std::vector<T*> into;
     for (int s = 0; s + 1 < S; ++s) into.push_back(R[cb][c + s].data());
-    ghosts.finish(A, into);
+    exchange.ghosts.finish(A, into);
     // S_ts := R_t S_ts R_s^T (R_s: V's when two): the top's blocks, then the own block rows (columns:
     // own, then ghosts).
     for (int l = 0; l < c; ++l) {
@@ -150,13 +143,8 @@ distributed_traffic distributed_orthogonalize(distributed_data<T, Space>& A) {
       top_coupling[l] = project_blocks(ctx, A.top_coupling[l].data(), Rtop[0][l].data(), Rtop[cb][l].data(), rows, lv.col, k[l], r[l]);
     }
     for (int s = 0; s + 1 < S; ++s) {
-      const int l = c + s, n = D.count(l);
-      const auto& sp = A.split_host[s];
-      std::vector<int> rows, cols;
-      for (const auto* part : {&sp.diag, &sp.off})
-        for (int t = 0; t < n; ++t)
-          for (int b = part->row_ptr[t]; b < part->row_ptr[t + 1]; ++b)
-            rows.push_back(t), cols.push_back(part == &sp.diag ? part->col[b] : n + part->col[b]);
+      const int l = c + s;
+      const auto [rows, cols] = slot_blocks(A, s);
       new_blocks[s] = project_blocks(ctx, A.blocks[s].data(), R[0][l].data(), R[cb][l].data(), rows, cols, k[l], r[l]);
     }
   });

@@ -26,6 +26,7 @@
 // levels already built keep their bases and near blocks and only compress the new columns upward.
 #include <h2expr/detail/randomized/hara.hpp>
 #include <h2expr/detail/randomized/near_field_projection.hpp>
+#include <h2expr/detail/randomized/sample_rounds.hpp>
 #include <h2expr/detail/primitives/items.hpp>
 
 #include <numeric>
@@ -34,35 +35,45 @@
 
 namespace h2expr::detail {
 
+// One level's nodes: rows on the row side (Y, Psi: the children's row ranks, or the leaf) and on the
+// column side (Omega, Z), the ranks found, the bases U (first ku columns of u) and V; per near pair
+// (t, s) the block D (ld x ld each) and where s's rows sit in t's stacked near field (offr: columns
+// of Omega, offc: of Psi), whose widths are wr and wc.
 template <class T, class Space>
-class one_sample_set_builder {
+struct one_sample_set_level : level_blocks {  // per-node blocks: ld x s (u, v, samples)
+  std::vector<int> nr, nc, ku, kv, wr, wc;
+  std::vector<int> offr, offc;
+  buffer<T, Space> om, y, ps, z, u, v, d;
+  int first = 0;  // the first sample column that om, y, ps and z hold (a finished level: the new ones)
+};
+
+template <class T, class Space>
+class one_sample_set_builder
+    : sample_rounds<one_sample_set_builder<T, Space>, one_sample_set_level<T, Space>, T, Space> {
+  using rounds = sample_rounds<one_sample_set_builder<T, Space>, one_sample_set_level<T, Space>, T, Space>;
+  friend rounds;
+  using level_data = one_sample_set_level<T, Space>;
+  using rounds::ctx_, rounds::p_, rounds::sym_, rounds::near_, rounds::L_, rounds::m_, rounds::cap_, rounds::leaf_,
+      rounds::s_, rounds::prev_, rounds::done_, rounds::room_, rounds::base_, rounds::omega_, rounds::y_,
+      rounds::psi_, rounds::z_, rounds::lv_, rounds::level_seconds_, rounds::short_of;
+
  public:
   one_sample_set_builder(const sampler<T, Space>& M, const ::h2expr::structure<T>& S, hara_parameters p,
                     std::vector<near_field> near)
-      : M_(M), ctx_(M.context_ptr()), S_(S), p_(p), sym_(M.symmetric()), H_(zero_h2<T, Space>(ctx_, S, sym_)),
-        near_(std::move(near)) {
-    const auto& tree = S.row_tree();
-    L_ = S.depth(), n_ = S.rows(), m_ = std::max(tree.max_leaf_size, 1), np_ = std::int64_t(m_) << L_;
-    leaf_.resize(std::size_t(1) << L_);
-    for (int t = 0; t < int(leaf_.size()); ++t) leaf_[t] = tree.size(cluster_tree::level_begin(L_) + t);
-    cap_ = p.max_rank > 0 ? p.max_rank : 512;
+      : rounds(M.context_ptr(), p, M.symmetric(), std::move(near), S.row_tree(), S.depth(), S.row_tree().max_leaf_size),
+        M_(M), S_(S), H_(zero_h2<T, Space>(ctx_, S, sym_)) {
+    n_ = S.rows(), np_ = std::int64_t(m_) << L_;
   }
 
   h2_data<T, Space> run(std::vector<hara_level_report>& report, std::ostream* log) {
     const auto t0 = clock::now();
-    double sampling = 0;
-    int s = m_ + p_.converge_samples + (p_.block_size + 1) / 2;
-    for (int a = 0; a < (1 << L_); ++a)  // the leaves' near field, at least
-      s = std::max(s, needs(near_rows_of_leaf(a)));
-    for (int round = 0;; ++round) {
-      const auto ts = clock::now();
-      sample(s, round);
-      sampling += since(ts);
-      const int need = build();
-      if (need == 0) break;
-      s = std::max(need, s + p_.block_size);
-    }
-    for (auto* b : {&omega_, &y_, &psi_, &z_}) *b = buffer<T, Space>();  // read no more
+    this->start_rounds();
+    levels_.assign(std::size_t(L_) + 1, hara_level_report{});
+    lv_[L_].nr = lv_[L_].nc = leaf_;
+    lv_[L_].ld = m_;
+    double sampling = 0, building = 0;
+    this->run_rounds(sampling, building);
+    for (int l = 1; l <= L_; ++l) levels_[l].seconds_ara = level_seconds_[l];
     report.assign(levels_.begin() + 1, levels_.end());
     hara_level_report total;
     total.level = L_ + 1;
@@ -100,26 +111,7 @@ class one_sample_set_builder {
   using clock = std::chrono::steady_clock;
   double since(clock::time_point t0) const { return seconds_since(*ctx_, t0); }
 
-  int needs(int nin) const { return samples_needed(nin, p_.converge_samples, p_.block_size); }
-  int short_of(int nin) const { return samples_short(s_, nin, p_.converge_samples, p_.block_size); }
-  int near_rows_of_leaf(int a) const {
-    int r = 0;
-    for (int e = near_[L_].ptr[a]; e < near_[L_].ptr[a + 1]; ++e) r += leaf_[near_[L_].col[e]];
-    return r;
-  }
-
   using panel = sample_panel<T>;
-
-  // One level's nodes: rows on the row side (Y, Psi: the children's row ranks, or the leaf) and on the
-  // column side (Omega, Z), the ranks found, the bases U (first ku columns of u) and V; per near pair
-  // (t, s) the block D (ld x ld each) and where s's rows sit in t's stacked near field (offr: columns
-  // of Omega, offc: of Psi), whose widths are wr and wc.
-  struct level_data : level_blocks {  // per-node blocks: ld x s (u, v, samples)
-    std::vector<int> nr, nc, ku, kv, wr, wc;
-    std::vector<int> offr, offc;
-    buffer<T, Space> om, y, ps, z, u, v, d;
-    int first = 0;  // the first sample column that om, y, ps and z hold (a finished level: the new ones)
-  };
 
   // Columns s_ .. s - 1 of Omega, Y (and Psi, Z), in padded tree order, at column - base_ of the
   // panels. Until the leaves are built the earlier columns are kept, and the panels grow to twice what
@@ -204,42 +196,6 @@ class one_sample_set_builder {
       for (int e = f.ptr[t]; e < f.ptr[t + 1]; ++e)
         d.offr[e] = d.wr[t], d.wr[t] += d.nc[f.col[e]], d.offc[e] = d.wc[t], d.wc[t] += d.nr[f.col[e]];
       d.nearw = std::max({d.nearw, d.wr[t], d.wc[t]});
-    }
-  }
-
-  // The bottom-up pass on the current samples: 0 when every node had enough of them, else the sample
-  // count the first short level asks for. Levels that an earlier round finished keep their bases and
-  // near blocks (functions of the samples they saw; new Gaussian columns are independent of them):
-  // they only compress the new columns for their parents.
-  int build() {
-    if (lv_.empty()) {
-      lv_.resize(std::size_t(L_) + 1);
-      levels_.assign(std::size_t(L_) + 1, hara_level_report{});
-      lv_[L_].nr = lv_[L_].nc = leaf_;
-      lv_[L_].ld = m_;
-      done_ = L_ + 1;
-    }
-    for (int l = L_; l >= 1; --l) {
-      const auto t0 = clock::now();
-      const int need = l >= done_ ? (compress_samples(l, prev_), 0) : level(l);
-      levels_[l].seconds_ara += since(t0);
-      if (need) return need;
-      done_ = std::min(done_, l);
-      release_samples(l);
-    }
-    return root();
-  }
-
-  // A finished level's samples are read no more: its parent's compressed samples hold what the levels
-  // above need, and a later round brings it new columns alone (compress_samples). Released at once, so
-  // that at most two levels' samples are alive (3D, s = 4,024: 8.4 GB of panels over all levels). The
-  // root, rebuilt from all columns in every round, keeps its own (one node's).
-  void release_samples(int l) {
-    if (l == L_) {
-      for (auto* b : {&omega_, &y_, &psi_, &z_}) *b = buffer<T, Space>();
-      base_ = s_, room_ = 0;
-    } else {
-      for (auto* b : {&lv_[l].om, &lv_[l].y, &lv_[l].ps, &lv_[l].z}) *b = buffer<T, Space>();
     }
   }
 
@@ -559,21 +515,12 @@ class one_sample_set_builder {
   }
 
   const sampler<T, Space>& M_;
-  context_ptr<Space> ctx_;
   ::h2expr::structure<T> S_;
-  hara_parameters p_;
-  bool sym_;
   h2_data<T, Space> H_;  // the result: index arrays and zero dense leaves from the start
-  std::vector<near_field> near_;
-  int L_ = 0, m_ = 1, cap_ = 512, s_ = 0, prev_ = 0;  // samples now and before the last round
-  int done_ = 1 << 30;     // levels done_ .. L_ are finished (set by the first build)
-  int room_ = 0, base_ = 0;  // columns the leaves' sample panels have room for; the first they hold
   index n_ = 0;
   std::int64_t np_ = 0;
-  std::vector<int> leaf_, ranks_;
-  buffer<T, Space> omega_, y_, psi_, z_;  // np x s_ each, padded tree order
-  buffer<T, Space> dp_;                   // M's diagonal part in padded tree order, if any
-  std::vector<level_data> lv_;
+  std::vector<int> ranks_;
+  buffer<T, Space> dp_;  // M's diagonal part in padded tree order, if any
   std::vector<hara_level_report> levels_;
   double norm_ = 0, energy_ = 0;
   int columns_ = 0;

@@ -1,0 +1,113 @@
+#pragma once
+// The rounds of hara's one-sample-set construction, shared by the builder of one process
+// (hara_one_sample_set.hpp) and the distributed one (distributed/hara.hpp): draw s columns of Omega
+// (and of Psi for M^T), build the levels from the leaves up and, when a level is short of samples,
+// draw more and build again. Levels that an earlier round finished keep their bases and near blocks
+// (functions of the samples they saw; new Gaussian columns are independent of them) and only compress
+// the new columns for their parents; a finished level's samples are released at once.
+//
+// The builder (Derived) provides sample(s, round): columns s_ .. s - 1 into the leaves' panels;
+// level(l): level l's bases and near blocks, 0 or the sample count it asks for; compress_samples(l, c0):
+// level l - 1's samples from level l's; root(): as level(), for the top. Level holds a level's
+// samples as om, y (Omega's side) and ps, z (Psi's).
+#include <h2expr/detail/core/context.hpp>
+#include <h2expr/detail/randomized/hara.hpp>
+#include <h2expr/detail/randomized/near_field_projection.hpp>
+#include <h2expr/detail/structure/cluster_tree.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+namespace h2expr::detail {
+
+template <class Derived, class Level, class T, class Space>
+class sample_rounds {
+ protected:
+  sample_rounds(context_ptr<Space> ctx, hara_parameters p, bool sym, std::vector<near_field> near,
+                const cluster_tree& tree, int L, int m)
+      : ctx_(std::move(ctx)), p_(p), sym_(sym), near_(std::move(near)), L_(L), m_(std::max(m, 1)),
+        cap_(p.max_rank > 0 ? p.max_rank : 512) {
+    leaf_.resize(std::size_t(1) << L_);
+    for (int t = 0; t < int(leaf_.size()); ++t) leaf_[t] = tree.size(cluster_tree::level_begin(L_) + t);
+  }
+
+  // Empty levels and panels, before the first round.
+  void start_rounds() {
+    lv_.clear();
+    lv_.resize(std::size_t(L_) + 1);
+    level_seconds_.assign(std::size_t(L_) + 1, 0.0);
+    done_ = L_ + 1, s_ = prev_ = room_ = base_ = 0;
+  }
+
+  // Rounds until every level had samples enough, from what the leaves' near fields need at least;
+  // the seconds spent sampling and building are added to the two totals.
+  void run_rounds(double& sampling, double& building) {
+    int s = m_ + p_.converge_samples + (p_.block_size + 1) / 2;
+    for (int a = 0; a < (1 << L_); ++a) {
+      int rows = 0;
+      for (int e = near_[L_].ptr[a]; e < near_[L_].ptr[a + 1]; ++e) rows += leaf_[near_[L_].col[e]];
+      s = std::max(s, samples_needed(rows, p_.converge_samples, p_.block_size));
+    }
+    for (int round = 0;; ++round) {
+      const auto t0 = clock::now();
+      self().sample(s, round);
+      sampling += seconds_since(*ctx_, t0);
+      const auto t1 = clock::now();
+      const int need = build();
+      building += seconds_since(*ctx_, t1);
+      if (need == 0) break;
+      s = std::max(need, s + p_.block_size);
+    }
+    for (auto* b : {&omega_, &y_, &psi_, &z_}) *b = buffer<T, Space>();  // read no more
+  }
+
+  // How many samples a node whose near field has nin rows is short of (0: it has enough).
+  int short_of(int nin) const { return samples_short(s_, nin, p_.converge_samples, p_.block_size); }
+
+  using clock = std::chrono::steady_clock;
+  context_ptr<Space> ctx_;
+  hara_parameters p_;
+  bool sym_;
+  std::vector<near_field> near_;
+  int L_ = 0, m_ = 1, cap_ = 512;
+  std::vector<int> leaf_;                    // the leaves' sizes
+  int s_ = 0, prev_ = 0;                     // samples now and before the last round
+  int done_ = 1 << 30;                       // levels done_ .. L_ are finished
+  int room_ = 0, base_ = 0;                  // columns the leaves' panels have room for; the first they hold
+  buffer<T, Space> omega_, y_, psi_, z_;     // the leaves' panels: np x (s_ - base_), padded tree order
+  std::vector<Level> lv_;
+  std::vector<double> level_seconds_;        // per level: building it, or compressing its new columns
+
+ private:
+  Derived& self() { return static_cast<Derived&>(*this); }
+
+  // The bottom-up pass on the current samples: 0 when every level had enough of them, else the
+  // sample count the first short level asks for.
+  int build() {
+    for (int l = L_; l >= 1; --l) {
+      const auto t0 = clock::now();
+      const int need = l >= done_ ? (self().compress_samples(l, prev_), 0) : self().level(l);
+      level_seconds_[l] += seconds_since(*ctx_, t0);
+      if (need) return need;
+      done_ = std::min(done_, l);
+      release_samples(l);
+    }
+    return self().root();
+  }
+
+  // A finished level's samples are read no more: its parent's compressed samples hold what the levels
+  // above need, and a later round brings it new columns alone (compress_samples). Released at once, so
+  // that at most two levels' samples are alive (3D, s = 4,024: 8.4 GB of panels over all levels). The
+  // root, rebuilt from all columns in every round, keeps its own (one node's).
+  void release_samples(int l) {
+    if (l == L_) {
+      for (auto* b : {&omega_, &y_, &psi_, &z_}) *b = buffer<T, Space>();
+      base_ = s_, room_ = 0;
+    } else {
+      for (auto* b : {&lv_[l].om, &lv_[l].y, &lv_[l].ps, &lv_[l].z}) *b = buffer<T, Space>();
+    }
+  }
+};
+
+}  // namespace h2expr::detail
