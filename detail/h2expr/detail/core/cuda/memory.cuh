@@ -24,6 +24,22 @@ void deallocate(context<cuda>& c, T* p, std::size_t /*n: the host space's needs 
   if (p) (void)cudaFreeAsync(p, c.stream());
 }
 
+// Device memory for the kernels of one call, freed in stream order when it goes out of scope (after
+// the work queued before), a throwing launch included.
+template <class T>
+class device_scratch {
+ public:
+  device_scratch(context<cuda>& c, std::size_t n) : c_(&c), p_(allocate<T>(c, n)) {}
+  device_scratch(const device_scratch&) = delete;
+  device_scratch& operator=(const device_scratch&) = delete;
+  ~device_scratch() { deallocate(*c_, p_); }
+  T* get() const { return p_; }
+
+ private:
+  context<cuda>* c_;
+  T* p_;
+};
+
 // Page-locked host memory (MPI's staging of device data): its copies to and from the device run at
 // the link's full bandwidth.
 template <class T>

@@ -6,6 +6,7 @@
 #include <h2expr/detail/core/cuda/check.cuh>
 #include <h2expr/detail/core/cuda/context.cuh>
 #include <h2expr/detail/primitives/cuda/elementwise.cuh>
+#include <h2expr/detail/primitives/cuda/launch.cuh>
 #include <h2expr/detail/core/cuda/memory.cuh>
 #include <h2expr/detail/primitives/cuda/primitives.hpp>
 
@@ -82,20 +83,13 @@ void potrf_own(context<cuda>& c, const int* n, int uniform_n, T* const* A, const
   const bool use_shared = bytes <= std::size_t(c.properties().sharedMemPerBlockOptin);
   if (use_shared && bytes > 48 * 1024)
     H2EXPR_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-  double* work = use_shared ? nullptr : allocate<double>(c, packed * std::size_t(count));
+  const device_scratch<double> work(c, use_shared ? 0 : packed * std::size_t(count));
   const int threads = max_n > 64 ? 256 : 128;
-  try {
-    for (int first = 0; first < count; first += 65535) {  // grid.y limit
-      const int items = std::min(count - first, 65535);
-      kernel<<<dim3(1, items), threads, use_shared ? bytes : 0, c.stream()>>>(
-          n, uniform_n, A, lda, uniform_lda, info, work, std::int64_t(packed), use_shared, first);
-      H2EXPR_CUDA_LAUNCHED();
-    }
-  } catch (...) {
-    deallocate(c, work);
-    throw;
-  }
-  deallocate(c, work);  // stream-ordered: freed after the kernels
+  for_item_chunks(count, [&](int first, int items) {
+    kernel<<<dim3(1, items), threads, use_shared ? bytes : 0, c.stream()>>>(
+        n, uniform_n, A, lda, uniform_lda, info, work.get(), std::int64_t(packed), use_shared, first);
+    H2EXPR_CUDA_LAUNCHED();
+  });
 }
 
 // A_i = L_i L_i^T with L_i in the lower triangle (the strict upper triangle is not referenced);

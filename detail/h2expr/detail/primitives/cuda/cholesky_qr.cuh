@@ -7,6 +7,7 @@
 #include <h2expr/detail/core/cuda/check.cuh>
 #include <h2expr/detail/core/cuda/context.cuh>
 #include <h2expr/detail/core/cuda/memory.cuh>
+#include <h2expr/detail/primitives/cuda/launch.cuh>
 #include <h2expr/detail/primitives/cuda/primitives.hpp>
 #include <h2expr/detail/core/error.hpp>
 
@@ -187,23 +188,16 @@ void gram_vbatched(context<cuda>& c, const int* m, const int* n, const T* const*
   int rows_per_chunk = std::max(1, (max_m + chunks - 1) / chunks);
   rows_per_chunk = (rows_per_chunk + 31) / 32 * 32;
   chunks = std::max(1, (max_m + rows_per_chunk - 1) / rows_per_chunk);
-  double* partial = chunks > 1 ? allocate<double>(c, per_item * std::size_t(chunks)) : nullptr;
-  try {
-    for (int first = 0; first < count; first += 65535) {  // grid.y limit
-      const int items = std::min(count - first, 65535);
-      kernels::gram_vbatched<T><<<dim3(chunks, items), 256, 0, c.stream()>>>(m, n, A, lda, G, ldg, partial, chunks,
-                                                                            rows_per_chunk, max_n, first);
-      H2EXPR_CUDA_LAUNCHED();
-    }
-    if (chunks > 1) {
-      kernels::gram_reduce<T><<<count, 256, 0, c.stream()>>>(n, G, ldg, partial, chunks, max_n, 0);
-      H2EXPR_CUDA_LAUNCHED();
-    }
-  } catch (...) {
-    deallocate(c, partial);
-    throw;
+  const device_scratch<double> partial(c, chunks > 1 ? per_item * std::size_t(chunks) : 0);
+  for_item_chunks(count, [&](int first, int items) {
+    kernels::gram_vbatched<T><<<dim3(chunks, items), 256, 0, c.stream()>>>(m, n, A, lda, G, ldg, partial.get(), chunks,
+                                                                          rows_per_chunk, max_n, first);
+    H2EXPR_CUDA_LAUNCHED();
+  });
+  if (chunks > 1) {
+    kernels::gram_reduce<T><<<count, 256, 0, c.stream()>>>(n, G, ldg, partial.get(), chunks, max_n, 0);
+    H2EXPR_CUDA_LAUNCHED();
   }
-  deallocate(c, partial);  // stream-ordered: freed after the kernels
 }
 
 // W_i (n_i x n_i, upper triangular, T), d_i and norms_i (n_i each, double; norms may be null) from

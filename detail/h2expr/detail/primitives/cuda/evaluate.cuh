@@ -86,19 +86,13 @@ void evaluate_blocks_on_device(context<cuda>& c, const Kernel& kernel, const blo
 // value)` starts the kernel on c's stream; the value comes back to the host.
 template <class R, class Launch>
 R reduce_to_scalar(context<cuda>& c, std::size_t n, Launch&& launch) {
-  R* value = allocate<R>(c, 1);
+  const device_scratch<R> value(c, 1);
   R result{};
-  try {
-    H2EXPR_CUDA(cudaMemsetAsync(value, 0, sizeof(R), c.stream()));
-    launch(unsigned(std::min<std::size_t>((n + 255) / 256, 8192)), value);
-    H2EXPR_CUDA_LAUNCHED();
-    H2EXPR_CUDA(cudaMemcpyAsync(&result, value, sizeof(R), cudaMemcpyDeviceToHost, c.stream()));
-    c.synchronize();
-  } catch (...) {
-    (void)cudaFreeAsync(value, c.stream());
-    throw;
-  }
-  H2EXPR_CUDA(cudaFreeAsync(value, c.stream()));
+  H2EXPR_CUDA(cudaMemsetAsync(value.get(), 0, sizeof(R), c.stream()));
+  launch(unsigned(std::min<std::size_t>((n + 255) / 256, 8192)), value.get());
+  H2EXPR_CUDA_LAUNCHED();
+  H2EXPR_CUDA(cudaMemcpyAsync(&result, value.get(), sizeof(R), cudaMemcpyDeviceToHost, c.stream()));
+  c.synchronize();
   return result;
 }
 

@@ -4,6 +4,7 @@
 #include <h2expr/detail/core/blas_types.hpp>
 #include <h2expr/detail/core/cuda/check.cuh>
 #include <h2expr/detail/core/cuda/context.cuh>
+#include <h2expr/detail/primitives/cuda/launch.cuh>
 #include <h2expr/detail/primitives/cuda/primitives.hpp>
 
 #include <algorithm>
@@ -152,12 +153,11 @@ void gemm_vbatched(context<cuda>& c, op ta, op tb, const int* m, const int* n, c
     const int tiles_m = (max_m + bm - 1) / bm, tiles_n = (max_n + bn - 1) / bn;
     const std::int64_t tiles = std::int64_t(tiles_m) * tiles_n;
     require<invalid_argument>(tiles <= 0x7fffffff, "gemm_vbatched: item too large for the tiled kernel");
-    for (int first = 0; first < count; first += 65535) {  // grid.y limit
-      const int items = std::min(count - first, 65535);
+    for_item_chunks(count, [&](int first, int items) {
       kernel<<<dim3(unsigned(tiles), unsigned(items)), 256, 0, c.stream()>>>(ta, tb, m, n, k, alpha, A, lda, B,
                                                                              ldb, beta, C, ldc, tiles_m, first);
       H2EXPR_CUDA_LAUNCHED();
-    }
+    });
   };
   // Small items waste most of a 64 x 64 tile; the blocks of H^2 levels are often 32 or less.
   if (max_m <= 32 && max_n <= 32) launch(kernels::gemm_vbatched<T, 32, 32, 16>, 32, 32);

@@ -5,6 +5,7 @@
 // without a workspace, and tall items (one block of a whole matrix) work too, only slower.
 #include <h2expr/detail/core/cuda/check.cuh>
 #include <h2expr/detail/core/cuda/context.cuh>
+#include <h2expr/detail/primitives/cuda/launch.cuh>
 #include <h2expr/detail/primitives/cuda/primitives.hpp>
 #include <h2expr/detail/primitives/cuda/reduce.cuh>
 
@@ -158,12 +159,11 @@ void qr_launch(context<cuda>& c, const int* m, const int* n, T* const* A, const 
                              std::size_t(std::max(max_p, 0)) * sizeof(T);
   require<invalid_argument>(shared <= 48 * 1024, std::string(Pivot ? "cpqr" : "qr") + "_vbatched: items with " +
                                                      std::to_string(max_n) + " columns exceed the kernel's shared memory");
-  for (int first = 0; first < count; first += 65535) {  // grid.y limit
-    const int items = std::min(count - first, 65535);
+  for_item_chunks(count, [&](int first, int items) {
     kernels::qr_vbatched<T, Pivot><<<dim3(1, items), 256, shared, c.stream()>>>(m, n, A, lda, R, ldr, perm, rank,
                                                                                  rel_tol, form_q, max_n, first);
     H2EXPR_CUDA_LAUNCHED();
-  }
+  });
 }
 
 // A_i (m x n) := Q_i (m x p, p = min(m, n)); R_i (p x n) upper trapezoidal when R is not null.

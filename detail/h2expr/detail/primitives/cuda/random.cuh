@@ -6,6 +6,7 @@
 #include <h2expr/detail/core/blas_types.hpp>
 #include <h2expr/detail/core/cuda/check.cuh>
 #include <h2expr/detail/core/cuda/context.cuh>
+#include <h2expr/detail/primitives/cuda/launch.cuh>
 #include <h2expr/detail/primitives/cuda/primitives.hpp>
 
 #include <cstdint>
@@ -77,12 +78,11 @@ void fill_random_vbatched(context<cuda>& c, distribution d, const int* m, const 
   if (count == 0 || max_m == 0 || max_n == 0) return;
   const std::int64_t work = std::int64_t((max_m + 1) / 2) * max_n;
   const int blocks = int(std::min<std::int64_t>((work + 255) / 256, 1024));
-  for (int first = 0; first < count; first += 65535) {  // grid.y limit
-    const int items = std::min(count - first, 65535);
+  for_item_chunks(count, [&](int first, int items) {
     kernels::fill_random_vbatched<T><<<dim3(blocks, items), 256, 0, c.stream()>>>(
         d, m, n, A, lda, 0, 0, nullptr, 0, seed, max_m, first);
     H2EXPR_CUDA_LAUNCHED();
-  }
+  });
 }
 
 }  // namespace h2expr::detail

@@ -5,6 +5,7 @@
 #include <h2expr/detail/core/cuda/check.cuh>
 #include <h2expr/detail/core/cuda/context.cuh>
 #include <h2expr/detail/core/cuda/memory.cuh>
+#include <h2expr/detail/primitives/cuda/launch.cuh>
 #include <h2expr/detail/primitives/cuda/primitives.hpp>
 #include <h2expr/detail/primitives/cuda/reduce.cuh>
 
@@ -222,22 +223,14 @@ void svd_vbatched(context<cuda>& c, const int* m, const int* n, T* const* A, con
   require<invalid_argument>(shared <= 48 * 1024, "svd_vbatched: items with min(m, n) = " + std::to_string(max_p) +
                                                      " exceed the kernel's shared memory");
   // Items with m < n are transposed; without V to hold A^T they need scratch.
-  T* work = nullptr;
   const std::int64_t work_stride = std::int64_t(max_n) * max_p;
-  if (!V) work = allocate<T>(c, std::size_t(work_stride) * std::size_t(count));
+  const device_scratch<T> work(c, V ? 0 : std::size_t(work_stride) * std::size_t(count));
   const int sweeps = std::is_same_v<T, float> ? 20 : 30;
-  try {
-    for (int first = 0; first < count; first += 65535) {  // grid.y limit
-      const int items = std::min(count - first, 65535);
-      kernels::svd_vbatched<T><<<dim3(1, items), 256, shared, c.stream()>>>(m, n, A, lda, S, V, ldv, work,
-                                                                             work_stride, max_p, sweeps, first);
-      H2EXPR_CUDA_LAUNCHED();
-    }
-  } catch (...) {
-    deallocate(c, work);
-    throw;
-  }
-  deallocate(c, work);  // stream-ordered: freed after the kernels
+  for_item_chunks(count, [&](int first, int items) {
+    kernels::svd_vbatched<T><<<dim3(1, items), 256, shared, c.stream()>>>(m, n, A, lda, S, V, ldv, work.get(),
+                                                                           work_stride, max_p, sweeps, first);
+    H2EXPR_CUDA_LAUNCHED();
+  });
 }
 
 // S_i and V_i of A_i for truncation (host/svd.hpp): here the full SVD, exact for every value; A_i := U_i.

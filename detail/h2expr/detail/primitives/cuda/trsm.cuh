@@ -5,6 +5,7 @@
 #include <h2expr/detail/core/cuda/check.cuh>
 #include <h2expr/detail/core/cuda/context.cuh>
 #include <h2expr/detail/primitives/cuda/gemm.cuh>  // cublas_op
+#include <h2expr/detail/primitives/cuda/launch.cuh>
 #include <h2expr/detail/primitives/cuda/primitives.hpp>
 
 #include <algorithm>
@@ -113,12 +114,11 @@ void trsm_vbatched(context<cuda>& c, side s, uplo ul, op trans, diag dg, const i
   const std::size_t staging = std::size_t(max_m) * threads * sizeof(T);
   const bool staged = s == side::left && staging <= 48 * 1024;
   const int blocks = (rhs + threads - 1) / threads;
-  for (int first = 0; first < count; first += 65535) {  // grid.y limit
-    const int items = std::min(count - first, 65535);
+  for_item_chunks(count, [&](int first, int items) {
     kernels::trsm_vbatched<T><<<dim3(blocks, items), threads, staged ? staging : 0, c.stream()>>>(
         s, ul, trans, dg, m, n, alpha, A, lda, B, ldb, staged, first);
     H2EXPR_CUDA_LAUNCHED();
-  }
+  });
 }
 
 }  // namespace h2expr::detail
