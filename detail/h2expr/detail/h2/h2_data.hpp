@@ -3,6 +3,7 @@
 // every level of every tree is one strided batch (leaves padded to m_max rows, uniform rank per
 // level), and the blocks of a level are block-sparse rows (with a by-columns view for A^T).
 #include <h2expr/detail/core/buffer.hpp>
+#include <h2expr/detail/primitives/batch.hpp>
 #include <h2expr/detail/structure/matrix_tree.hpp>
 #include <h2expr/detail/structure/structure.hpp>
 
@@ -32,6 +33,36 @@ struct basis_layout {
   std::int64_t total(int l) const { return start[l].back(); }
   std::int64_t transfer(int l, int j) const { return transfers[l][j]; }
   int stack(int l, int j) const { return rank[l][2 * j] + rank[l][2 * j + 1]; }
+  // Batch views (batch.hpp) of a basis and of coefficients in this layout. The leaves: leaf t is m x k_t
+  // at base + m at(L, t) (ld m); level l's transfers: parent j's stacked [E_2j; E_2j+1], stack(l, j) x
+  // k_(l-1, j); level l's coefficients of nv vectors: node t's k_t x nv at base + at(l, t) (ld total(l));
+  // stacked: parent j's children's, stack(l, j) x nv from at(l, 2j).
+  template <class T, class Space>
+  batch<T, Space> leaf_batch(const context_ptr<Space>& ctx, T* base, int m) const {
+    const int L = int(rank.size()) - 1;
+    batch<T, Space> b(ctx);
+    for (int t = 0; t < 1 << L; ++t) b.add(base + std::int64_t(m) * at(L, t), m, k(L, t), std::max(m, 1));
+    return b;
+  }
+  template <class T, class Space>
+  batch<T, Space> transfer_batch(const context_ptr<Space>& ctx, T* base, int l) const {
+    batch<T, Space> b(ctx);
+    for (int j = 0; j < 1 << (l - 1); ++j) b.add(base + transfer(l, j), stack(l, j), k(l - 1, j), std::max(stack(l, j), 1));
+    return b;
+  }
+  template <class T, class Space>
+  batch<T, Space> coefficient_batch(const context_ptr<Space>& ctx, T* base, int l, int nv) const {
+    batch<T, Space> b(ctx);
+    for (int t = 0; t < 1 << l; ++t) b.add(base + at(l, t), k(l, t), nv, int(std::max<std::int64_t>(total(l), 1)));
+    return b;
+  }
+  template <class T, class Space>
+  batch<T, Space> stacked_coefficient_batch(const context_ptr<Space>& ctx, T* base, int l, int nv) const {
+    batch<T, Space> b(ctx);
+    for (int j = 0; j < 1 << (l - 1); ++j)
+      b.add(base + at(l, 2 * j), stack(l, j), nv, int(std::max<std::int64_t>(total(l), 1)));
+    return b;
+  }
   // The ranks of one level, or -1 when its nodes differ.
   int uniform_rank(int l) const {
     for (int v : rank[l])

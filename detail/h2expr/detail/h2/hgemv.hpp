@@ -4,11 +4,11 @@
 //   gather X into padded tree order -> upsweep (leaves, then transfers level by level) ->
 //   coupling (block-sparse rows per level) -> downsweep -> leaves -> dense leaves -> scatter to Y.
 // op(A) = A^T swaps the bases and reads the blocks by columns, transposed. Per-node ranks (compact
-// bases) run the same phases: variable-size batches (items.hpp) and block-sparse products told every
-// node's size (bsr_shape.hpp).
+// bases) run the same phases: the bases' batch views (basis_layout, batch.hpp) then have items of
+// different sizes, and the block-sparse products are told every node's size (bsr_shape.hpp).
+#include <h2expr/detail/primitives/batch.hpp>
 #include <h2expr/detail/primitives/batched.hpp>
 #include <h2expr/detail/h2/h2_data.hpp>
-#include <h2expr/detail/primitives/items.hpp>
 #include <h2expr/detail/core/view.hpp>
 
 #include <chrono>
@@ -74,22 +74,17 @@ void hgemv_tree(const h2_data<T, Space>& A, op trans, const T* Xp, std::int64_t 
       top = l;
       break;
     }
-  // One item per node (or parent) of a level: a strided batch when the level's ranks are uniform.
-  std::vector<item_gemm> items;
-
+  // One item per node (or parent) of a level, from the bases' batch views: a strided batch when the
+  // level's ranks are uniform.
+  const auto& c = A.ctx;
   // Upsweep: x_hat = V_leaf^T X at the leaves, then x_hat(parent) = [E_c1; E_c2]^T x_hat(children).
-  const int ldxL = int(li.total(L));
-  for (int t = 0; t < leaves; ++t)
-    items.push_back({li.k(L, t), nv, m, m * li.at(L, t), std::int64_t(t) * m, li.at(L, t), m, int(ldx), ldxL});
-  if (A.rank[L] > 0) gemm_items(A.ctx, op::transpose, op::none, T(1), in.leaves.data(), Xp, T(0), xh[L], items);
-  for (int l = L; l > top; --l) {
-    if (A.rank[l - 1] == 0) continue;
-    items.clear();
-    for (int j = 0; j < 1 << (l - 1); ++j)  // k = 0 (childless ranks) writes zeros
-      items.push_back({li.k(l - 1, j), nv, li.stack(l, j), li.transfer(l, j), li.at(l, 2 * j), li.at(l - 1, j),
-                       std::max(li.stack(l, j), 1), int(li.total(l)), int(li.total(l - 1))});
-    gemm_items(A.ctx, op::transpose, op::none, T(1), in.transfers[l].data(), xh[l], T(0), xh[l - 1], items);
-  }
+  if (A.rank[L] > 0)
+    gemm(op::transpose, op::none, T(1), li.leaf_batch(c, in.leaves.data(), m),
+         batch<const T, Space>(c, Xp, m, leaves, m, nv, int(ldx)), T(0), li.coefficient_batch(c, xh[L], L, nv));
+  for (int l = L; l > top; --l)  // k = 0 (childless ranks) writes zeros
+    if (A.rank[l - 1] > 0)
+      gemm(op::transpose, op::none, T(1), li.transfer_batch(c, in.transfers[l].data(), l),
+           li.stacked_coefficient_batch(c, xh[l], l, nv), T(0), li.coefficient_batch(c, xh[l - 1], l - 1, nv));
   mark(&hgemv_phases::upsweep);
 
   // Coupling: y_hat(t) = sum_s S_ts x_hat(s) per level (or S_st^T x_hat(s) for A^T), one block-sparse
@@ -133,24 +128,17 @@ void hgemv_tree(const h2_data<T, Space>& A, op trans, const T* Xp, std::int64_t 
   mark(&hgemv_phases::coupling);
 
   // Downsweep: y_hat(children) += [E_c1; E_c2] y_hat(parent).
-  for (int l = top + 1; l <= L; ++l) {
-    if (A.rank[l] == 0 || A.rank[l - 1] == 0) continue;
-    items.clear();
-    for (int j = 0; j < 1 << (l - 1); ++j)
-      items.push_back({lo.stack(l, j), nv, lo.k(l - 1, j), lo.transfer(l, j), lo.at(l - 1, j), lo.at(l, 2 * j),
-                       std::max(lo.stack(l, j), 1), int(lo.total(l - 1)), int(lo.total(l))});
-    gemm_items(A.ctx, op::none, op::none, T(1), out.transfers[l].data(), yh[l - 1], T(1), yh[l], items);
-  }
+  for (int l = top + 1; l <= L; ++l)
+    if (A.rank[l] > 0 && A.rank[l - 1] > 0)
+      gemm(op::none, op::none, T(1), lo.transfer_batch(c, out.transfers[l].data(), l),
+           lo.coefficient_batch(c, yh[l - 1], l - 1, nv), T(1), lo.stacked_coefficient_batch(c, yh[l], l, nv));
 
   mark(&hgemv_phases::downsweep);
 
   // Leaves: Y = U_leaf y_hat (a rank-0 leaf writes zeros), then the dense leaves add their part.
-  if (A.rank[L] > 0) {
-    items.clear();
-    for (int t = 0; t < leaves; ++t)
-      items.push_back({m, nv, lo.k(L, t), m * lo.at(L, t), lo.at(L, t), std::int64_t(t) * m, m, int(lo.total(L)), int(ldy)});
-    gemm_items(A.ctx, op::none, op::none, T(1), out.leaves.data(), yh[L], T(0), Yp, items);
-  }
+  if (A.rank[L] > 0)
+    gemm(op::none, op::none, T(1), lo.leaf_batch(c, out.leaves.data(), m), lo.coefficient_batch(c, yh[L], L, nv), T(0),
+         batch<T, Space>(c, Yp, m, leaves, m, nv, int(ldy)));
   mark(&hgemv_phases::leaves);
   const T leaves_written = A.rank[L] > 0 ? T(1) : T(0);
   const auto& dn = arrays.dense;
