@@ -523,9 +523,11 @@ double difference_norm(h2_data<T, Space>& A, h2_data<T, Space>& B, int max_steps
 
 // Steps 1-4 (step 1 only where a basis is not orthonormal already); `error`, when given, receives
 // ||A_before - A_after||_2 (difference_norm) before the old representation is released (no copy of A:
-// both exist at that point anyway).
+// both exist at that point anyway). `own`: the node ranks of a compact matrix that pad() has just made
+// uniform (for orthogonalize), null otherwise.
 template <class T, class Space, class Choose>
-kept_ranks recompress(h2_data<T, Space>& d, Choose&& choose, compress_phases* phases = nullptr, double* error = nullptr) {
+kept_ranks recompress(h2_data<T, Space>& d, Choose&& choose, compress_phases* phases = nullptr, double* error = nullptr,
+                      kept_ranks* own = nullptr) {
   require(!d.compact(), "recompress: pad() the matrix first");
   const std::vector<int> k_in = d.rank;
   using clock = std::chrono::steady_clock;
@@ -538,7 +540,7 @@ kept_ranks recompress(h2_data<T, Space>& d, Choose&& choose, compress_phases* ph
   // Not again for bases orthogonalize() has just made orthonormal (the README's orthogonalize(A);
   // compress(A, tol) paid for it twice). compress's own output is not flagged: its nested transfers
   // are projections, orthonormal only to about the tolerance.
-  if (!d.row_basis->orthonormal || !d.col_basis->orthonormal) orthogonalize(d);
+  if (!d.row_basis->orthonormal || !d.col_basis->orthonormal) orthogonalize(d, own ? &own->rows : nullptr, own ? &own->cols : nullptr);
   lap(&compress_phases::orthogonalize);
   const std::vector<int> k_orth = d.rank;
 

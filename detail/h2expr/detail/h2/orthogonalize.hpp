@@ -59,18 +59,51 @@ inline std::vector<int> orthogonal_ranks(const std::vector<int>& rank, int m_max
   return r;
 }
 
+// The QR of one level's stacks W (parents x [2 rc x kp], ld 2 rc) when some children have fewer than
+// rc columns, own[c] (a leaf with fewer points than its rank, or a node of a compact matrix padded for
+// the upsweep): child c's rows past own[c] are zero in W, but where a stack is numerically
+// rank-deficient Householder gives Q components in them, which multiply zero columns of the child (or
+// which compact() drops): a kept column loses its norm. So the children's own rows are stacked
+// without the gap, factored, and put back: Q is exactly zero in the others. R as qr_strided's.
+template <class T, class Space>
+void qr_own_rows(const context_ptr<Space>& ctx, buffer<T, Space>& W, int parents, int rc, int kp,
+                 const std::vector<int>& own, T* R) {
+  const std::int64_t stride = std::int64_t(2) * rc * kp;
+  buffer<T, Space> G(ctx, W.size());
+  batch<T, Space> padded(ctx), gapless(ctx);
+  std::vector<int> m(parents);
+  for (int j = 0; j < parents; ++j) {
+    const int a = own[2 * j], b = own[2 * j + 1];
+    m[j] = a + b;
+    if (a > 0) padded.add(W.data() + j * stride, a, kp, 2 * rc), gapless.add(G.data() + j * stride, a, kp, 2 * rc);
+    if (b > 0)
+      padded.add(W.data() + j * stride + rc, b, kp, 2 * rc), gapless.add(G.data() + j * stride + a, b, kp, 2 * rc);
+  }
+  copy(padded, gapless);
+  qr_strided<T, Space>(ctx, G.data(), stride, 2 * rc, m, kp, R, kp);
+  fill(*ctx, W.data(), W.size(), T(0));
+  copy(gapless, padded);
+}
+
 // Orthogonalizes one basis tree in place, to the ranks r (orthogonal_ranks); returns its R factors per
-// level (nodes x rank x rank, ld rank, rows past r zero).
+// level (nodes x rank x rank, ld rank, rows past r zero). node_rank, for a compact basis padded for
+// the upsweep, gives the columns each node really has (per level and node; see qr_own_rows); they come
+// back lowered to the columns its new basis has: a node with more than its children's together (or a
+// leaf with more than its points) has dependent ones, which become zero (as do their R rows).
 template <class T, class Space>
 std::vector<buffer<T, Space>> orthogonalize_basis(const context_ptr<Space>& ctx, basis_tree<T, Space>& B,
                                                   const std::vector<int>& rank, const std::vector<int>& r, int m_max,
-                                                  const cluster_tree& tree) {
+                                                  const cluster_tree& tree,
+                                                  std::vector<std::vector<int>>* node_rank = nullptr) {
   const int L = tree.depth, leaves = 1 << L;
   std::vector<buffer<T, Space>> R(L + 1);
   for (int l = 0; l <= L; ++l) R[l] = buffer<T, Space>(ctx, (std::size_t(1) << l) * rank[l] * rank[l]);
   std::vector<int> sizes(leaves);
   for (int i = 0; i < leaves; ++i) sizes[i] = tree.size(cluster_tree::level_begin(L) + i);
   qr_strided<T, Space>(ctx, B.leaves.data(), std::int64_t(m_max) * rank[L], m_max, sizes, rank[L], R[L].data(), rank[L]);
+  std::vector<int> have(leaves);  // have[c]: the columns node c's new basis has (past them Q is zero)
+  for (int i = 0; i < leaves; ++i) have[i] = std::min(sizes[i], node_rank ? (*node_rank)[L][i] : rank[L]);
+  if (node_rank) (*node_rank)[L] = have;
   if (r[L] < rank[L]) {  // the first r[L] columns of each leaf's Q
     buffer<T, Space> leaves_r(ctx, std::size_t(leaves) * m_max * r[L]);
     if (r[L] > 0)
@@ -80,6 +113,12 @@ std::vector<buffer<T, Space>> orthogonalize_basis(const context_ptr<Space>& ctx,
   }
   for (int l = L; l >= 1; --l) {
     const int kc = rank[l], kp = rank[l - 1], rc = r[l], rp = r[l - 1], parents = 1 << (l - 1);
+    std::vector<int> own(std::size_t(2) * parents);  // the rows of child c's stack that can be nonzero
+    for (int c = 0; c < 2 * parents; ++c) own[c] = std::min(have[c], rc);
+    have.resize(parents);
+    for (int j = 0; j < parents; ++j)
+      have[j] = std::min({own[2 * j] + own[2 * j + 1], kp, node_rank ? (*node_rank)[l - 1][j] : kp});
+    if (node_rank) (*node_rank)[l - 1] = have;
     if (kp == 0) {
       B.transfers[l] = buffer<T, Space>(ctx, 0);
       continue;
@@ -96,8 +135,11 @@ std::vector<buffer<T, Space>> orthogonalize_basis(const context_ptr<Space>& ctx,
                            std::int64_t(2) * kc * kc, B.transfers[l].data() + h * kc, 2 * kc,
                            std::int64_t(2) * kc * kp, T(0), W.data() + h * rc, 2 * rc, std::int64_t(2) * rc * kp,
                            parents);
-    qr_strided<T, Space>(ctx, W.data(), std::int64_t(2) * rc * kp, 2 * rc, std::vector<int>(parents, 2 * rc), kp,
-                         R[l - 1].data(), kp);
+    if (std::all_of(own.begin(), own.end(), [rc](int k) { return k == rc; }))
+      qr_strided<T, Space>(ctx, W.data(), std::int64_t(2) * rc * kp, 2 * rc, std::vector<int>(parents, 2 * rc), kp,
+                           R[l - 1].data(), kp);
+    else
+      qr_own_rows<T, Space>(ctx, W, parents, rc, kp, own, R[l - 1].data());
     // The new transfers: the first rp columns of Q (contiguous per parent, ld 2 rc).
     if (rp < kp) {
       buffer<T, Space> E(ctx, std::size_t(parents) * 2 * rc * rp);
@@ -182,15 +224,21 @@ std::vector<buffer<T, Space>> transform_coupling(const h2_data<T, Space>& A, con
   return out;
 }
 
+// On the uniform layout; row_ranks and col_ranks (null: uniform) are the node ranks of a compact
+// matrix that pad() has just made uniform, lowered where a node cannot hold them (orthogonalize_basis);
+// with one basis, col_ranks gets row_ranks' values.
 template <class T, class Space>
-void orthogonalize(h2_data<T, Space>& A) {
+void orthogonalize(h2_data<T, Space>& A, std::vector<std::vector<int>>* row_ranks = nullptr,
+                   std::vector<std::vector<int>>* col_ranks = nullptr) {
+  require(!A.compact(), "orthogonalize: pad() the matrix first");
   const auto& tree = A.structure.row_tree();
   const auto r = orthogonal_ranks(A.rank, A.m_max);
-  auto Rrow = orthogonalize_basis(A.ctx, *A.row_basis, A.rank, r, A.m_max, tree);
+  auto Rrow = orthogonalize_basis(A.ctx, *A.row_basis, A.rank, r, A.m_max, tree, row_ranks);
   if (A.col_basis == A.row_basis) {
+    if (row_ranks && col_ranks) *col_ranks = *row_ranks;
     A.coupling = transform_coupling(A, Rrow, op::none, Rrow, op::transpose, r);
   } else {
-    auto Rcol = orthogonalize_basis(A.ctx, *A.col_basis, A.rank, r, A.m_max, A.structure.col_tree());
+    auto Rcol = orthogonalize_basis(A.ctx, *A.col_basis, A.rank, r, A.m_max, A.structure.col_tree(), col_ranks);
     A.coupling = transform_coupling(A, Rrow, op::none, Rcol, op::transpose, r);
   }
   A.rank = r;

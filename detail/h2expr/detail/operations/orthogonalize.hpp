@@ -13,10 +13,11 @@ void orthogonalize(h2_matrix<T, Space>& A) {
   detail::require(d.row_basis != nullptr, "orthogonalize of an empty H2 matrix");
   if (!d.compact()) return detail::orthogonalize(d);
   // Per-node ranks: orthogonalize the padded layout (its zero columns give zero rows of the R factors,
-  // so the coupling rows past a node's rank stay zero) and store the node ranks again.
+  // so the coupling rows past a node's rank stay zero) and store the node ranks again, lowered where a
+  // node had more columns than its children together (the extra ones were dependent: now zero).
   auto rows = d.row_basis->layout(d.rank).rank, cols = d.col_basis->layout(d.rank).rank;
   detail::pad(d);
-  detail::orthogonalize(d);
+  detail::orthogonalize(d, &rows, &cols);
   detail::compact(d, std::move(rows), std::move(cols));
 }
 
