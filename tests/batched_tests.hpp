@@ -549,6 +549,22 @@ TYPED_TEST_P(batched_test, batches_pick_their_kernel_and_match_the_reference) {
     EXPECT_EQ(C.uniform(), layout != 2);
     EXPECT_EQ(C.stride().has_value(), layout != 1);  // layout 2: strided items of different shapes
     if (layout == 0) EXPECT_EQ(*C.stride(), slot);
+    if (layout == 2) {  // the batches' arrays in one upload (C named twice), as the space holds them
+      detail::upload_together(A, B, C, C);
+      EXPECT_TRUE(A.uploaded() && B.uploaded() && C.uploaded());
+      std::vector<int> rows(count), cols(count), ld(count);
+      std::vector<T*> pointers(count);
+      detail::download_2d(*ctx, count, 1, C.in_space().rows, count, rows.data(), count);
+      detail::download_2d(*ctx, count, 1, B.in_space().cols, count, cols.data(), count);
+      detail::download_2d(*ctx, count, 1, A.in_space().ld, count, ld.data(), count);
+      detail::download_2d(*ctx, count, 1, C.in_space().pointers, count, pointers.data(), count);
+      for (int i = 0; i < count; ++i) {
+        EXPECT_EQ(rows[i], ms[i]);
+        EXPECT_EQ(cols[i], ns[i]);
+        EXPECT_EQ(ld[i], std::max(ks[i], 1));
+        EXPECT_EQ(pointers[i], store[2].data() + at[i] * slot);
+      }
+    }
     detail::gemm(op::transpose, op::none, T(0.5), A, B, T(-1), C);
     const auto got = store[2].to_host();
     for (int i = 0; i < count; ++i) {

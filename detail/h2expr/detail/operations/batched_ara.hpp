@@ -269,20 +269,14 @@ low_rank_batch<T, Space> batched_ara(const std::vector<matrix<T, Space>>& blocks
   std::vector<index> rows, cols;
   for (const auto& b : blocks) rows.push_back(b.rows()), cols.push_back(b.cols());
   auto product = [&blocks](const sample_batch<T, Space>& b) {
-    const int n = b.count();
-    std::vector<const T*> a(n);
-    std::vector<int> lda(n);
-    for (int p = 0; p < n; ++p) {
+    detail::batch<const T, Space> a(blocks.front().context_ptr());
+    a.reserve(b.count());
+    for (int p = 0; p < b.count(); ++p) {
       const auto& m = blocks[std::size_t(b.item(p))];
-      a[p] = m.data(), lda[p] = int(std::max<index>(m.rows(), 1));
+      a.add(m.data(), int(m.rows()), int(m.cols()), int(std::max<index>(m.rows(), 1)));
     }
-    const auto& ctx = blocks.front().context_ptr();
-    detail::buffer<const T*, Space> a_d(ctx, a);
-    detail::buffer<int, Space> lda_d(ctx, lda);
-    detail::gemm_vbatched<T>(b.context(), b.transposed() ? detail::op::transpose : detail::op::none, detail::op::none,
-                             b.output_rows(), b.samples(), b.input_rows(), T(1), a_d.data(), lda_d.data(), b.inputs(),
-                             b.input_ld(), T(0), b.outputs(), b.output_ld(), n, b.max_output_rows(), b.max_samples(),
-                             b.max_input_rows());
+    detail::gemm(b.transposed() ? detail::op::transpose : detail::op::none, detail::op::none, T(1), a,
+                 detail::sample_batch_access::inputs(b), T(0), detail::sample_batch_access::outputs(b));
   };
   return batched_ara(batched_sampler<T, Space>(rows, cols, product, product, ctx), tol, o);
 }

@@ -9,14 +9,17 @@
 // The operations below (gemm, copy, qr, svd, trsm, potrf, fill_random over batches) pick the kernel
 // themselves: one strided call when every item shares its shape and the items lie at a fixed stride,
 // a fixed-size call over pointer arrays when they share their shape only, else a variable-size one.
+// The batches of one call go to the space together, in one transfer (upload_together).
 #include <h2expr/detail/primitives/batched.hpp>
 #include <h2expr/detail/core/buffer.hpp>
 #include <h2expr/detail/core/error.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -87,35 +90,74 @@ class batch {
 
   // The arrays in the space: uploaded on first use after the last add().
   const arrays& in_space() const {
-    if (!uploaded_) {  // pointers, then rows, cols and ld: one allocation, one transfer
-      const std::size_t n = p_.size(), pointer_bytes = n * sizeof(T*), int_bytes = n * sizeof(int);
-      std::vector<std::byte> packed(pointer_bytes + 3 * int_bytes);
-      if (n) {
-        std::memcpy(packed.data(), p_.data(), pointer_bytes);
-        std::memcpy(packed.data() + pointer_bytes, rows_.data(), int_bytes);
-        std::memcpy(packed.data() + pointer_bytes + int_bytes, cols_.data(), int_bytes);
-        std::memcpy(packed.data() + pointer_bytes + 2 * int_bytes, ld_.data(), int_bytes);
-      }
-      arrays_space_ = buffer<std::byte, Space>(ctx_, packed);
-      std::byte* base = arrays_space_.data();
-      const int* ints = reinterpret_cast<const int*>(base + pointer_bytes);
-      arrays_ = {reinterpret_cast<T* const*>(base), ints, ints + n, ints + 2 * n};
-      uploaded_ = true;
-    }
+    if (!uploaded_) upload_alone();
     return arrays_;
   }
   // The pointer arrays as the primitives' const inputs take them.
   const value_type* const* inputs() const { return (const value_type* const*)in_space().pointers; }
 
+  // For upload_together: whether the arrays are in the space, their bytes (pointers, then rows, cols
+  // and ld; a multiple of 16, so that parts can follow one another), packing them on the host, and
+  // taking them from a shared upload at an offset.
+  bool uploaded() const { return uploaded_; }
+  std::size_t array_bytes() const { return (p_.size() * (sizeof(T*) + 3 * sizeof(int)) + 15) / 16 * 16; }
+  void pack_arrays(std::byte* at) const {
+    const std::size_t n = p_.size(), pointer_bytes = n * sizeof(T*), int_bytes = n * sizeof(int);
+    if (n == 0) return;
+    std::memcpy(at, p_.data(), pointer_bytes);
+    std::memcpy(at + pointer_bytes, rows_.data(), int_bytes);
+    std::memcpy(at + pointer_bytes + int_bytes, cols_.data(), int_bytes);
+    std::memcpy(at + pointer_bytes + 2 * int_bytes, ld_.data(), int_bytes);
+  }
+  void adopt_arrays(std::shared_ptr<const buffer<std::byte, Space>> space, std::size_t offset) const {
+    const std::size_t n = p_.size();
+    const std::byte* base = space->data() + offset;
+    const int* ints = reinterpret_cast<const int*>(base + n * sizeof(T*));
+    arrays_ = {reinterpret_cast<T* const*>(base), ints, ints + n, ints + 2 * n};
+    arrays_space_ = std::move(space);
+    uploaded_ = true;
+  }
+
  private:
+  void upload_alone() const {
+    std::vector<std::byte> packed(array_bytes());
+    pack_arrays(packed.data());
+    adopt_arrays(std::make_shared<const buffer<std::byte, Space>>(ctx_, packed), 0);
+  }
+
   ::h2expr::context_ptr<Space> ctx_;
   std::vector<T*> p_;
   std::vector<int> rows_, cols_, ld_;
   int max_rows_ = 0, max_cols_ = 0;
-  mutable buffer<std::byte, Space> arrays_space_;
+  mutable std::shared_ptr<const buffer<std::byte, Space>> arrays_space_;  // shared by batches uploaded together
   mutable arrays arrays_{};
   mutable bool uploaded_ = false;
 };
+
+// The arrays of several batches (of one space) that are not in it yet, in one allocation and one
+// transfer: on the GPU each upload from pageable memory waits for the stream, so a call over three
+// variable-size batches would wait three times. A batch may be named twice.
+template <class T0, class Space, class... Rest>
+void upload_together(const batch<T0, Space>& first, const Rest&... rest) {
+  const std::array<bool, 1 + sizeof...(Rest)> need{!first.uploaded(), !rest.uploaded()...};
+  std::size_t bytes = 0, i = 0;
+  auto add = [&](const auto& b) { bytes += need[i++] ? b.array_bytes() : 0; };
+  add(first), (add(rest), ...);
+  if (bytes == 0) return;
+  std::vector<std::byte> packed(bytes);
+  std::size_t at = 0;
+  i = 0;
+  auto pack = [&](const auto& b) {
+    if (need[i++]) b.pack_arrays(packed.data() + at), at += b.array_bytes();
+  };
+  pack(first), (pack(rest), ...);
+  const auto space = std::make_shared<const buffer<std::byte, Space>>(first.shared_ctx(), packed);
+  at = 0, i = 0;
+  auto adopt = [&](const auto& b) {
+    if (need[i++]) b.adopt_arrays(space, at), at += b.array_bytes();
+  };
+  adopt(first), (adopt(rest), ...);
+}
 
 namespace batch_detail {
 template <class TA, class TB, class Space>
@@ -137,14 +179,17 @@ void gemm(op ta, op tb, T alpha, const batch<TA, Space>& A, const batch<TB, Spac
   if (A.uniform() && B.uniform() && C.uniform()) {
     const int m = C.rows(0), n = C.cols(0), k = at ? A.rows(0) : A.cols(0);
     const auto sa = A.stride(), sb = B.stride(), sc = C.stride();
-    if (sa && sb && sc)
+    if (sa && sb && sc) {
       gemm_strided_batched(c, ta, tb, m, n, k, alpha, A.pointer(0), A.ld(0), *sa, B.pointer(0), B.ld(0), *sb, beta,
                            C.pointer(0), C.ld(0), *sc, count);
-    else
-      gemm_batched(c, ta, tb, m, n, k, alpha, A.inputs(), A.ld(0), B.inputs(), B.ld(0), beta, C.in_space().pointers,
-                   C.ld(0), count);
+      return;
+    }
+    upload_together(A, B, C);
+    gemm_batched(c, ta, tb, m, n, k, alpha, A.inputs(), A.ld(0), B.inputs(), B.ld(0), beta, C.in_space().pointers,
+                 C.ld(0), count);
     return;
   }
+  upload_together(A, B, C);
   const auto& a = A.in_space();
   const auto& cc = C.in_space();
   gemm_vbatched(c, ta, tb, cc.rows, cc.cols, at ? a.rows : a.cols, alpha, A.inputs(), a.ld, B.inputs(),
@@ -168,6 +213,7 @@ template <class TS, class T, class Space>
 void copy(const batch<TS, Space>& src, const batch<T, Space>& dst, op trans = op::none) {
   batch_detail::same_count(src, dst, "copy");
   if (dst.empty()) return;
+  upload_together(src, dst);
   if (trans == op::none && src.uniform() && dst.uniform()) {
     copy_batched(dst.ctx(), dst.rows(0), dst.cols(0), src.inputs(), src.ld(0), dst.in_space().pointers, dst.ld(0),
                  dst.count());
@@ -182,7 +228,7 @@ void copy(const batch<TS, Space>& src, const batch<T, Space>& dst, op trans = op
 template <class T, class Space>
 void qr(const batch<T, Space>& A, const batch<T, Space>* R = nullptr, bool form_q = true) {
   if (A.empty()) return;
-  if (R) batch_detail::same_count(A, *R, "qr");
+  if (R) batch_detail::same_count(A, *R, "qr"), upload_together(A, *R);
   const auto& a = A.in_space();
   T* const* rp = R ? R->in_space().pointers : nullptr;
   const int* rld = R ? R->in_space().ld : nullptr;
@@ -199,6 +245,7 @@ template <class T, class Space>
 void svd(const batch<T, Space>& A, const batch<T, Space>& S, const batch<T, Space>* V = nullptr) {
   batch_detail::same_count(A, S, "svd");
   if (A.empty()) return;
+  V ? upload_together(A, S, *V) : upload_together(A, S);
   const auto& a = A.in_space();
   svd_vbatched(A.ctx(), a.rows, a.cols, a.pointers, a.ld, S.in_space().pointers, V ? V->in_space().pointers : nullptr,
                V ? V->in_space().ld : nullptr, A.count(), A.max_rows(), A.max_cols());
@@ -207,6 +254,7 @@ template <class T, class Space>
 void svd_right(const batch<T, Space>& A, const batch<T, Space>& S, const batch<T, Space>& V, double resolve) {
   batch_detail::same_count(A, S, "svd_right"), batch_detail::same_count(A, V, "svd_right");
   if (A.empty()) return;
+  upload_together(A, S, V);
   const auto& a = A.in_space();
   svd_right_vbatched(A.ctx(), a.rows, a.cols, a.pointers, a.ld, S.in_space().pointers, V.in_space().pointers,
                      V.in_space().ld, A.count(), A.max_rows(), A.max_cols(), resolve);
@@ -218,6 +266,7 @@ template <class TA, class T, class Space>
 void trsm(side sd, uplo ul, op ta, diag dg, T alpha, const batch<TA, Space>& A, const batch<T, Space>& B) {
   batch_detail::same_count(A, B, "trsm");
   if (B.empty()) return;
+  upload_together(A, B);
   const auto& b = B.in_space();
   trsm_vbatched(B.ctx(), sd, ul, ta, dg, b.rows, b.cols, alpha, A.inputs(), A.in_space().ld, b.pointers, b.ld,
                 B.count(), B.max_rows(), B.max_cols());

@@ -16,7 +16,7 @@
 //    round that ended on small residuals is likely the last: the next one takes only r samples.
 // Converged items leave the batch, so they cost nothing while the others go on. The host plans
 // each round from a few numbers per item: one small download per round, which the loop needs anyway.
-#include <h2expr/detail/primitives/batched.hpp>
+#include <h2expr/detail/primitives/batch.hpp>
 #include <h2expr/detail/core/buffer.hpp>
 #include <h2expr/detail/core/error.hpp>
 
@@ -24,7 +24,6 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <initializer_list>
 #include <numbers>
 #include <string>
 #include <utility>
@@ -62,14 +61,6 @@ struct ara_round {
   std::vector<int> items, rows, samples, ld;
   std::vector<T*> outputs;
 };
-
-// The parts one after another: several per-item arrays of a batched call in one upload.
-template <class X>
-std::vector<X> concatenate(std::initializer_list<std::vector<X>> parts) {
-  std::vector<X> out;
-  for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
-  return out;
-}
 
 template <class T, class Space>
 class range_finder {
@@ -130,64 +121,49 @@ class range_finder {
     for (int round = 0; round < max_rounds; ++round) {
       ara_round<T> req;
       req.seed = splitmix64(seed + 0x632be59bd9b4e019ull * std::uint64_t(round + 1));
-      std::vector<int> cols_q, ldz;
-      std::vector<T*> y, yt, q, qnew, z, w;
-      std::vector<double*> g, d1, d2, nrm;
-      int max_rows = 0, max_cols_q = 0;
+      // Per running item p: Q (rows x columns), the samples Y, their first pass Yt and the new columns
+      // behind Q (rows x s), Z = Q^T Y (columns x s), the Gram matrix G and factor W (s x s), and the
+      // diagonals of the two passes and the sample norms (s each; diagonals_ holds them in thirds).
+      batch<T, Space> q(ctx_), y(ctx_), yt(ctx_), qnew(ctx_), z(ctx_), w(ctx_);
+      batch<double, Space> g(ctx_), d1(ctx_), d2(ctx_), nrm(ctx_);
+      const std::size_t part = state_.size() * std::size_t(bs);
       for (int i = 0; i < size(); ++i) {
         auto& s = state_[std::size_t(i)];
         if (!s.active()) continue;
         const int p = int(req.items.size());
-        const int want = std::min({s.next_samples, bs, s.storage - s.columns});
+        const int want = std::min({s.next_samples, bs, s.storage - s.columns}), m = s.rows, ldq = ld(i);
         T* qi = basis(i);
-        req.items.push_back(i), req.rows.push_back(s.rows), req.samples.push_back(want), req.ld.push_back(ld(i));
-        req.outputs.push_back(Y_.data() + y_offset_[std::size_t(i)]);
-        cols_q.push_back(s.columns), ldz.push_back(std::max(s.storage, 1));
-        y.push_back(req.outputs.back()), yt.push_back(Yt_.data() + y_offset_[std::size_t(i)]);
-        q.push_back(qi), qnew.push_back(qi + std::size_t(s.columns) * std::size_t(ld(i)));
-        z.push_back(Z_.data() + z_offset_[std::size_t(i)]);
-        g.push_back(G_.data() + std::size_t(p) * bs * bs), w.push_back(W_.data() + std::size_t(p) * bs * bs);
-        const std::size_t part = state_.size() * std::size_t(bs);  // one third of diagonals_
-        d1.push_back(diagonals_.data() + std::size_t(p) * bs), d2.push_back(d1.back() + part);
-        nrm.push_back(d1.back() + 2 * part);
-        max_rows = std::max(max_rows, s.rows), max_cols_q = std::max(max_cols_q, s.columns);
+        T* yi = Y_.data() + y_offset_[std::size_t(i)];
+        req.items.push_back(i), req.rows.push_back(m), req.samples.push_back(want), req.ld.push_back(ldq);
+        req.outputs.push_back(yi);
+        q.add(qi, m, s.columns, ldq), qnew.add(qi + std::size_t(s.columns) * std::size_t(ldq), m, want, ldq);
+        y.add(yi, m, want, ldq), yt.add(Yt_.data() + y_offset_[std::size_t(i)], m, want, ldq);
+        z.add(Z_.data() + z_offset_[std::size_t(i)], s.columns, want, std::max(s.storage, 1));
+        g.add(G_.data() + std::size_t(p) * bs * bs, want, want, bs), w.add(W_.data() + std::size_t(p) * bs * bs, want, want, bs);
+        double* di = diagonals_.data() + std::size_t(p) * bs;
+        d1.add(di, want, 1, bs), d2.add(di + part, want, 1, bs), nrm.add(di + 2 * part, want, 1, bs);
       }
       const int count = int(req.items.size());
       if (count == 0) return;
       ++rounds_;
-      const int max_s = *std::max_element(req.samples.begin(), req.samples.end());
       sample(std::as_const(req));
 
       auto& c = *ctx_;
-      // The round's arrays in three transfers (each upload waits for the stream on the GPU).
-      const auto ints = concatenate<int>({req.rows, req.samples, cols_q, req.ld, ldz, std::vector<int>(count, bs)});
-      const auto tps = concatenate<T*>({y, yt, q, qnew, z, w});
-      const auto dps = concatenate<double*>({g, d1, d2, nrm});
-      buffer<int, Space> ints_d(ctx_, ints);
-      buffer<T*, Space> tps_d(ctx_, tps);
-      buffer<double*, Space> dps_d(ctx_, dps);
-      const std::size_t n = std::size_t(count);
-      using tps_t = T* const*;
-      using dps_t = double* const*;
-      const int* m_d = ints_d.data();
-      const int *s_d = m_d + n, *j_d = m_d + 2 * n, *ld_d = m_d + 3 * n, *ldz_d = m_d + 4 * n, *ldg_d = m_d + 5 * n;
-      const tps_t y_d = tps_d.data(), yt_d = y_d + n, q_d = y_d + 2 * n, qnew_d = y_d + 3 * n, z_d = y_d + 4 * n,
-                  w_d = y_d + 5 * n;
-      const dps_t g_d = dps_d.data(), d1_d = g_d + n, d2_d = g_d + 2 * n, nrm_d = g_d + 3 * n;
+      upload_together(q, y, yt, qnew, z, w, g, d1, d2, nrm);  // the round's arrays in one transfer
       // Block Gram-Schmidt, twice: Y -= Q (Q^T Y), then Y := Y R^{-1} from the Cholesky of Y^T Y.
-      auto pass = [&](T* const* in, T* const* out, double* const* d, double* const* norms, int* info) {
-        gemm_vbatched<T>(c, op::transpose, op::none, j_d, s_d, m_d, T(1), q_d, ld_d,
-                         in, ld_d, T(0), z_d, ldz_d, count, max_cols_q, max_s, max_rows);
-        gemm_vbatched<T>(c, op::none, op::none, m_d, s_d, j_d, T(-1), q_d, ld_d,
-                         z_d, ldz_d, T(1), in, ld_d, count, max_rows, max_s, max_cols_q);
-        gram_vbatched<T>(c, m_d, s_d, in, ld_d, g_d, ldg_d, count, max_rows, max_s);
-        cholqr_factor_vbatched<T>(c, s_d, g_d, ldg_d, w_d, ldg_d, d, norms, drop,
-                                  info, count, max_s);
-        gemm_vbatched<T>(c, op::none, op::none, m_d, s_d, s_d, T(1), in, ld_d,
-                         w_d, ldg_d, T(0), out, ld_d, count, max_rows, max_s, max_s);
+      auto pass = [&](const batch<T, Space>& in, const batch<T, Space>& out, const batch<double, Space>& d,
+                      const batch<double, Space>* norms, int* info) {
+        gemm(op::transpose, op::none, T(1), q, in, T(0), z);
+        gemm(op::none, op::none, T(-1), q, z, T(1), in);
+        const auto &a = in.in_space(), &gs = g.in_space();
+        gram_vbatched<T>(c, a.rows, a.cols, in.inputs(), a.ld, gs.pointers, gs.ld, count, in.max_rows(), in.max_cols());
+        cholqr_factor_vbatched<T>(c, gs.rows, g.inputs(), gs.ld, w.in_space().pointers, w.in_space().ld,
+                                  d.in_space().pointers, norms ? norms->in_space().pointers : nullptr, drop, info,
+                                  count, g.max_rows());
+        gemm(op::none, op::none, T(1), in, w, T(0), out);
       };
-      pass(y_d, yt_d, d1_d, nrm_d, info_.data());
-      pass(yt_d, qnew_d, d2_d, nullptr, info_.data() + count);
+      pass(y, yt, d1, &nrm, info_.data());
+      pass(yt, qnew, d2, nullptr, info_.data() + count);
 
       const std::size_t n_diag = std::size_t(count) * std::size_t(bs);
       std::vector<double> diag(3 * n_diag);  // the three parts' leading n_diag entries, in one transfer

@@ -4,6 +4,7 @@
 // sample_batch and writes, for each entry p, output(p) = M_item(p) * input(p) (or M^T for the
 // transpose). The batch is offered twice: as views, for a loop over the entries, and as arrays in
 // the space's memory, for one batched kernel over all of them.
+#include <h2expr/detail/primitives/batch.hpp>
 #include <h2expr/detail/core/buffer.hpp>
 #include <h2expr/detail/core/context.hpp>
 #include <h2expr/detail/core/error.hpp>
@@ -19,6 +20,10 @@
 
 namespace h2expr {
 
+namespace detail {
+struct sample_batch_access;
+}
+
 template <class T, class Space = host>
 class sample_batch {
  public:
@@ -27,63 +32,62 @@ class sample_batch {
   sample_batch(::h2expr::context_ptr<Space> ctx, bool transposed, std::vector<int> items, std::vector<int> input_rows,
                std::vector<int> output_rows, std::vector<int> samples, std::vector<const T*> inputs,
                std::vector<int> input_ld, std::vector<T*> outputs, std::vector<int> output_ld)
-      : ctx_(std::move(ctx)), transposed_(transposed), items_(std::move(items)), input_rows_(std::move(input_rows)),
-        output_rows_(std::move(output_rows)), samples_(std::move(samples)), inputs_(std::move(inputs)),
-        input_ld_(std::move(input_ld)), outputs_(std::move(outputs)), output_ld_(std::move(output_ld)) {
-    // One transfer for the sizes, one per pointer array (each upload waits for the stream on a GPU).
-    std::vector<int> ints;
-    for (const auto* part : {&items_, &input_rows_, &output_rows_, &samples_, &input_ld_, &output_ld_})
-      ints.insert(ints.end(), part->begin(), part->end());
-    ints_d_ = detail::buffer<int, Space>(ctx_, ints);
-    inputs_d_ = detail::buffer<const T*, Space>(ctx_, inputs_);
-    outputs_d_ = detail::buffer<T*, Space>(ctx_, outputs_);
-    for (std::size_t p = 0; p < items_.size(); ++p) {
-      max_input_rows_ = std::max(max_input_rows_, input_rows_[p]);
-      max_output_rows_ = std::max(max_output_rows_, output_rows_[p]);
-      max_samples_ = std::max(max_samples_, samples_[p]);
+      : ctx_(std::move(ctx)), transposed_(transposed), items_(std::move(items)), in_(ctx_), out_(ctx_) {
+    const std::size_t n = items_.size();
+    for (const std::size_t size : {input_rows.size(), output_rows.size(), samples.size(), inputs.size(),
+                                   input_ld.size(), outputs.size(), output_ld.size()})
+      detail::require<dimension_mismatch>(size == n, "sample_batch: " + std::to_string(n) + " items but " +
+                                                         std::to_string(size) + " entries of an array");
+    in_.reserve(int(n)), out_.reserve(int(n));
+    for (std::size_t p = 0; p < n; ++p) {
+      in_.add(inputs[p], input_rows[p], samples[p], input_ld[p]);
+      out_.add(outputs[p], output_rows[p], samples[p], output_ld[p]);
     }
+    // Two transfers: the items, and both batches' arrays together (each upload waits for the stream
+    // on a GPU).
+    items_d_ = detail::buffer<int, Space>(ctx_, items_);
+    detail::upload_together(in_, out_);
   }
 
   int count() const { return int(items_.size()); }
   bool transposed() const { return transposed_; }  // true: products with M_i^T are asked for
   int item(int p) const { return items_[std::size_t(p)]; }
-  const_view<T, Space> input(int p) const {
-    return {inputs_[std::size_t(p)], input_rows_[std::size_t(p)], samples_[std::size_t(p)], input_ld_[std::size_t(p)],
-            ctx_.get()};
-  }
-  view<T, Space> output(int p) const {
-    return {outputs_[std::size_t(p)], output_rows_[std::size_t(p)], samples_[std::size_t(p)],
-            output_ld_[std::size_t(p)], ctx_.get()};
-  }
+  const_view<T, Space> input(int p) const { return {in_.pointer(p), in_.rows(p), in_.cols(p), in_.ld(p), ctx_.get()}; }
+  view<T, Space> output(int p) const { return {out_.pointer(p), out_.rows(p), out_.cols(p), out_.ld(p), ctx_.get()}; }
   ::h2expr::context<Space>& context() const { return *ctx_; }
 
   // The same entries as arrays in the space's memory (device memory for CUDA), for batched kernels.
-  const int* items() const { return array(0); }
-  const int* input_rows() const { return array(1); }
-  const int* output_rows() const { return array(2); }
-  const int* samples() const { return array(3); }
-  const T* const* inputs() const { return inputs_d_.data(); }
-  const int* input_ld() const { return array(4); }
-  T* const* outputs() const { return outputs_d_.data(); }
-  const int* output_ld() const { return array(5); }
-  int max_input_rows() const { return max_input_rows_; }
-  int max_output_rows() const { return max_output_rows_; }
-  int max_samples() const { return max_samples_; }
+  const int* items() const { return items_d_.data(); }
+  const int* input_rows() const { return in_.in_space().rows; }
+  const int* output_rows() const { return out_.in_space().rows; }
+  const int* samples() const { return out_.in_space().cols; }
+  const T* const* inputs() const { return in_.inputs(); }
+  const int* input_ld() const { return in_.in_space().ld; }
+  T* const* outputs() const { return out_.in_space().pointers; }
+  const int* output_ld() const { return out_.in_space().ld; }
+  int max_input_rows() const { return in_.max_rows(); }
+  int max_output_rows() const { return out_.max_rows(); }
+  int max_samples() const { return out_.max_cols(); }
 
  private:
+  friend struct detail::sample_batch_access;
   ::h2expr::context_ptr<Space> ctx_;
   bool transposed_;
-  std::vector<int> items_, input_rows_, output_rows_, samples_;
-  std::vector<const T*> inputs_;
-  std::vector<int> input_ld_;
-  std::vector<T*> outputs_;
-  std::vector<int> output_ld_;
-  const int* array(int part) const { return ints_d_.data() + std::size_t(part) * items_.size(); }
-  detail::buffer<int, Space> ints_d_;  // items, input rows, output rows, samples, input ld, output ld
-  detail::buffer<const T*, Space> inputs_d_;
-  detail::buffer<T*, Space> outputs_d_;
-  int max_input_rows_ = 0, max_output_rows_ = 0, max_samples_ = 0;
+  std::vector<int> items_;
+  detail::buffer<int, Space> items_d_;
+  detail::batch<const T, Space> in_;  // entry p: input_rows x samples
+  detail::batch<T, Space> out_;       // entry p: output_rows x samples
 };
+
+namespace detail {
+// The entries as batches, for h2expr's own samplers (batched primitives take them directly).
+struct sample_batch_access {
+  template <class T, class Space>
+  static const batch<const T, Space>& inputs(const sample_batch<T, Space>& b) { return b.in_; }
+  template <class T, class Space>
+  static const batch<T, Space>& outputs(const sample_batch<T, Space>& b) { return b.out_; }
+};
+}  // namespace detail
 
 template <class T, class Space = host>
 class batched_sampler {
