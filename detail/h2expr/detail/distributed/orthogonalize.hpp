@@ -38,30 +38,6 @@ buffer<T, Space> project_blocks(const context_ptr<Space>& ctx, const T* S, const
   return out;
 }
 
-// One level of the orthogonalization's upsweep over `parents` parents: from the children's R factors
-// (kc x kc each, first rc rows nonzero, children of parent j at 2j, 2j + 1) and the stacked transfers
-// [E_2j; E_2j+1] (2 kc x kp), the parents' R factors (kp x kp) and their new transfers (2 rc x rp).
-template <class T, class Space>
-buffer<T, Space> orthogonalize_transfers(const context_ptr<Space>& ctx, const T* Rc, const buffer<T, Space>& E, int parents,
-                                         int kc, int kp, int rc, int rp, T* Rp) {
-  if (kp == 0 || parents == 0) return buffer<T, Space>(ctx, 0);
-  if (rc == 0) {
-    fill(*ctx, Rp, std::size_t(parents) * kp * kp, T(0));
-    return buffer<T, Space>(ctx, 0);
-  }
-  buffer<T, Space> W(ctx, std::size_t(parents) * 2 * rc * kp);
-  for (int h = 0; h < 2; ++h)
-    gemm_strided_batched(*ctx, op::none, op::none, rc, kp, kc, T(1), Rc + std::int64_t(h) * kc * kc, kc,
-                         std::int64_t(2) * kc * kc, E.data() + h * kc, 2 * kc, std::int64_t(2) * kc * kp, T(0),
-                         W.data() + h * rc, 2 * rc, std::int64_t(2) * rc * kp, parents);
-  qr_strided<T, Space>(ctx, W.data(), std::int64_t(2) * rc * kp, 2 * rc, std::vector<int>(parents, 2 * rc), kp, Rp, kp);
-  if (rp == kp) return W;
-  buffer<T, Space> trimmed(ctx, std::size_t(parents) * 2 * rc * rp);  // the first rp columns of each Q
-  if (rp > 0) copy_2d(*ctx, std::size_t(2) * rc * rp, std::size_t(parents), W.data(), std::size_t(2) * rc * kp, trimmed.data(),
-                      std::size_t(2) * rc * rp);
-  return trimmed;
-}
-
 // Returns this rank's traffic: bytes and messages sent, its share of the allgather.
 struct distributed_traffic {
   std::int64_t bytes_sent = 0, messages_sent = 0, allgather_bytes = 0;
@@ -78,6 +54,7 @@ distributed_traffic distributed_orthogonalize(distributed_data<T, Space>& A) {
   const auto& tree = A.structure.row_tree();
   const auto& blocks = A.structure.blocks();
   const std::vector<int> k = A.rank, r = orthogonal_ranks(A.rank, m);
+  const auto have = basis_columns(tree, k, r);  // the whole tree's, as one process's upsweep sees them
   comm.agree("distributed orthogonalize", {{"the depth", L}, {"the leaf rank", k[L]}, {"the root rank", k[0]}}, {});
   // Two bases (U, V) each on its own; the blocks' columns take V's factors, whose ghosts' travel.
   const bool two = A.row_basis != A.col_basis;
@@ -110,9 +87,10 @@ distributed_traffic distributed_orthogonalize(distributed_data<T, Space>& A) {
           leaves[b] = std::move(trimmed);
         }
       }
-      for (int l = L; l > c; --l)
-        transfers[b][l] = orthogonalize_transfers(ctx, R[b][l].data(), B[b]->transfers[l], D.count(l - 1), k[l], k[l - 1], r[l],
-                                                  r[l - 1], R[b][l - 1].data());
+      for (int l = L; l > c; --l)  // the own parents' children: from node 2 D.begin(l - 1) of level l
+        transfers[b][l] = orthogonalize_level<T, Space>(ctx, R[b][l].data(), B[b]->transfers[l].data(), D.count(l - 1), k[l],
+                                                        k[l - 1], r[l], r[l - 1], R[b][l - 1].data(),
+                                                        have[l].data() + 2 * D.begin(l - 1));
     }
     // The own R factors the neighbours' blocks need (the columns' side's), and the C-level's.
     exchange.pack(A, R, sides, k[c], "distributed orthogonalize");
@@ -127,8 +105,9 @@ distributed_traffic distributed_orthogonalize(distributed_data<T, Space>& A) {
         Rtop[b][c] = exchange.top.gathered(A, b);
         for (int l = c; l >= 1; --l) {
           Rtop[b][l - 1] = buffer<T, Space>(ctx, (std::size_t(1) << (l - 1)) * k[l - 1] * k[l - 1]);
-          transfers[b][l] = orthogonalize_transfers(ctx, Rtop[b][l].data(), B[b]->transfers[l], 1 << (l - 1), k[l], k[l - 1],
-                                                    r[l], r[l - 1], Rtop[b][l - 1].data());
+          transfers[b][l] = orthogonalize_level<T, Space>(ctx, Rtop[b][l].data(), B[b]->transfers[l].data(), 1 << (l - 1),
+                                                          k[l], k[l - 1], r[l], r[l - 1], Rtop[b][l - 1].data(),
+                                                          have[l].data());
         }
       }
     std::vector<T*> into;

@@ -85,11 +85,65 @@ void qr_own_rows(const context_ptr<Space>& ctx, buffer<T, Space>& W, int parents
   copy(gapless, padded);
 }
 
+// The columns each node's new orthonormal basis has (past them its Q is zero), per level and node: a
+// leaf at most its points, a parent at most its children's together (each child at most r, the
+// orthogonal rank of its level), every node at most its rank (node_rank, for a compact basis padded
+// for the upsweep; else the level's). A function of the tree and the ranks alone, so that every rank
+// of a distributed matrix knows it for the whole tree.
+inline std::vector<std::vector<int>> basis_columns(const cluster_tree& tree, const std::vector<int>& rank,
+                                                   const std::vector<int>& r,
+                                                   const std::vector<std::vector<int>>* node_rank = nullptr) {
+  const int L = tree.depth;
+  std::vector<std::vector<int>> have(L + 1);
+  for (int l = L; l >= 0; --l) {
+    have[l].resize(std::size_t(1) << l);
+    for (int t = 0; t < 1 << l; ++t) {
+      const int below = l == L ? tree.size(cluster_tree::level_begin(L) + t)
+                               : std::min(have[l + 1][2 * t], r[l + 1]) + std::min(have[l + 1][2 * t + 1], r[l + 1]);
+      have[l][t] = std::min(below, node_rank ? (*node_rank)[l][t] : rank[l]);
+    }
+  }
+  return have;
+}
+
+// One level of the upsweep over `parents` parents (children of parent j at 2j, 2j + 1): from the
+// children's R factors (kc x kc each at Rc, first rc rows nonzero) and the stacked transfers [E_2j;
+// E_2j+1] (2 kc x kp each at E), the parents' R factors (kp x kp each into Rp) and their new transfers
+// (2 rc x rp each, returned). have: basis_columns of the children's level (from the first child).
+template <class T, class Space>
+buffer<T, Space> orthogonalize_level(const context_ptr<Space>& ctx, const T* Rc, const T* E, int parents, int kc, int kp,
+                                     int rc, int rp, T* Rp, const int* have) {
+  if (kp == 0 || parents == 0) return buffer<T, Space>(ctx, 0);
+  if (rc == 0) {
+    fill(*ctx, Rp, std::size_t(parents) * kp * kp, T(0));
+    return buffer<T, Space>(ctx, 0);
+  }
+  // [R_c1 E_c1; R_c2 E_c2] with the rc nonzero rows of each R: 2 rc x kp per parent.
+  buffer<T, Space> W(ctx, std::size_t(parents) * 2 * rc * kp);
+  for (int h = 0; h < 2; ++h)  // child h of every parent into its half of the stack
+    gemm_strided_batched(*ctx, op::none, op::none, rc, kp, kc, T(1), Rc + std::int64_t(h) * kc * kc, kc,
+                         std::int64_t(2) * kc * kc, E + h * kc, 2 * kc, std::int64_t(2) * kc * kp, T(0),
+                         W.data() + h * rc, 2 * rc, std::int64_t(2) * rc * kp, parents);
+  std::vector<int> own(std::size_t(2) * parents);  // the rows of child c's stack that can be nonzero
+  for (int c = 0; c < 2 * parents; ++c) own[c] = std::min(have[c], rc);
+  if (std::all_of(own.begin(), own.end(), [rc](int k) { return k == rc; }))
+    qr_strided<T, Space>(ctx, W.data(), std::int64_t(2) * rc * kp, 2 * rc, std::vector<int>(parents, 2 * rc), kp, Rp, kp);
+  else
+    qr_own_rows<T, Space>(ctx, W, parents, rc, kp, own, Rp);
+  if (rp == kp) return W;
+  // The new transfers: the first rp columns of Q (contiguous per parent, ld 2 rc).
+  buffer<T, Space> trimmed(ctx, std::size_t(parents) * 2 * rc * rp);
+  if (rp > 0)
+    copy(batch<const T, Space>(ctx, W.data(), std::int64_t(2) * rc * kp, parents, 2 * rc, rp, 2 * rc),
+         batch<T, Space>(ctx, trimmed.data(), std::int64_t(2) * rc * rp, parents, 2 * rc, rp, 2 * rc));
+  return trimmed;
+}
+
 // Orthogonalizes one basis tree in place, to the ranks r (orthogonal_ranks); returns its R factors per
 // level (nodes x rank x rank, ld rank, rows past r zero). node_rank, for a compact basis padded for
 // the upsweep, gives the columns each node really has (per level and node; see qr_own_rows); they come
-// back lowered to the columns its new basis has: a node with more than its children's together (or a
-// leaf with more than its points) has dependent ones, which become zero (as do their R rows).
+// back lowered to basis_columns: a node with more than its children's together (or a leaf with more
+// than its points) has dependent ones, which become zero (as do their R rows).
 template <class T, class Space>
 std::vector<buffer<T, Space>> orthogonalize_basis(const context_ptr<Space>& ctx, basis_tree<T, Space>& B,
                                                   const std::vector<int>& rank, const std::vector<int>& r, int m_max,
@@ -101,9 +155,6 @@ std::vector<buffer<T, Space>> orthogonalize_basis(const context_ptr<Space>& ctx,
   std::vector<int> sizes(leaves);
   for (int i = 0; i < leaves; ++i) sizes[i] = tree.size(cluster_tree::level_begin(L) + i);
   qr_strided<T, Space>(ctx, B.leaves.data(), std::int64_t(m_max) * rank[L], m_max, sizes, rank[L], R[L].data(), rank[L]);
-  std::vector<int> have(leaves);  // have[c]: the columns node c's new basis has (past them Q is zero)
-  for (int i = 0; i < leaves; ++i) have[i] = std::min(sizes[i], node_rank ? (*node_rank)[L][i] : rank[L]);
-  if (node_rank) (*node_rank)[L] = have;
   if (r[L] < rank[L]) {  // the first r[L] columns of each leaf's Q
     buffer<T, Space> leaves_r(ctx, std::size_t(leaves) * m_max * r[L]);
     if (r[L] > 0)
@@ -111,45 +162,11 @@ std::vector<buffer<T, Space>> orthogonalize_basis(const context_ptr<Space>& ctx,
            batch<T, Space>(ctx, leaves_r.data(), std::int64_t(m_max) * r[L], leaves, m_max, r[L], m_max));
     B.leaves = std::move(leaves_r);
   }
-  for (int l = L; l >= 1; --l) {
-    const int kc = rank[l], kp = rank[l - 1], rc = r[l], rp = r[l - 1], parents = 1 << (l - 1);
-    std::vector<int> own(std::size_t(2) * parents);  // the rows of child c's stack that can be nonzero
-    for (int c = 0; c < 2 * parents; ++c) own[c] = std::min(have[c], rc);
-    have.resize(parents);
-    for (int j = 0; j < parents; ++j)
-      have[j] = std::min({own[2 * j] + own[2 * j + 1], kp, node_rank ? (*node_rank)[l - 1][j] : kp});
-    if (node_rank) (*node_rank)[l - 1] = have;
-    if (kp == 0) {
-      B.transfers[l] = buffer<T, Space>(ctx, 0);
-      continue;
-    }
-    if (rc == 0) {
-      fill(*ctx, R[l - 1].data(), R[l - 1].size(), T(0));
-      B.transfers[l] = buffer<T, Space>(ctx, 0);
-      continue;
-    }
-    // [R_c1 E_c1; R_c2 E_c2] with the rc nonzero rows of each R: 2 rc x kp per parent.
-    buffer<T, Space> W(ctx, std::size_t(parents) * 2 * rc * kp);
-    for (int h = 0; h < 2; ++h)  // child h of every parent into its half of the stack
-      gemm_strided_batched(*ctx, op::none, op::none, rc, kp, kc, T(1), R[l].data() + std::int64_t(h) * kc * kc, kc,
-                           std::int64_t(2) * kc * kc, B.transfers[l].data() + h * kc, 2 * kc,
-                           std::int64_t(2) * kc * kp, T(0), W.data() + h * rc, 2 * rc, std::int64_t(2) * rc * kp,
-                           parents);
-    if (std::all_of(own.begin(), own.end(), [rc](int k) { return k == rc; }))
-      qr_strided<T, Space>(ctx, W.data(), std::int64_t(2) * rc * kp, 2 * rc, std::vector<int>(parents, 2 * rc), kp,
-                           R[l - 1].data(), kp);
-    else
-      qr_own_rows<T, Space>(ctx, W, parents, rc, kp, own, R[l - 1].data());
-    // The new transfers: the first rp columns of Q (contiguous per parent, ld 2 rc).
-    if (rp < kp) {
-      buffer<T, Space> E(ctx, std::size_t(parents) * 2 * rc * rp);
-      if (rp > 0)
-        copy(batch<const T, Space>(ctx, W.data(), std::int64_t(2) * rc * kp, parents, 2 * rc, rp, 2 * rc),
-             batch<T, Space>(ctx, E.data(), std::int64_t(2) * rc * rp, parents, 2 * rc, rp, 2 * rc));
-      W = std::move(E);
-    }
-    B.transfers[l] = std::move(W);
-  }
+  auto have = basis_columns(tree, rank, r, node_rank);
+  for (int l = L; l >= 1; --l)
+    B.transfers[l] = orthogonalize_level<T, Space>(ctx, R[l].data(), B.transfers[l].data(), 1 << (l - 1), rank[l],
+                                                   rank[l - 1], r[l], r[l - 1], R[l - 1].data(), have[l].data());
+  if (node_rank) *node_rank = std::move(have);
   B.orthonormal = true;
   return R;
 }
