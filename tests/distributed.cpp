@@ -378,7 +378,15 @@ void expect_hara_matches(const Kernel& kernel, int n, const build_options& bo, c
     const bool same_rounds = rep.samples == int(one.numbers[0]);
     if (std::is_same_v<T, double>) EXPECT_TRUE(same_rounds) << what << ", tol " << eps << ": " << rep.samples << " samples";
     EXPECT_LT(apart, same_rounds ? std::max(tol<T>(1000), 0.1 * eps) : 2 * eps) << what << ", tol " << eps;
-    if (same_rounds) EXPECT_EQ(P.basis_ranks(), one.ranks) << what << ", tol " << eps;
+    // In float such a value may also land on either side of the threshold at the same samples: a level's
+    // rank one apart (seen at 3D 1e-2, 5.7e-4 apart, H2EXPR_TEST_SEED=3837695019546 on 3 ranks).
+    const auto ranks = P.basis_ranks();
+    if (same_rounds && std::is_same_v<T, double>) EXPECT_EQ(ranks, one.ranks) << what << ", tol " << eps;
+    if (same_rounds && std::is_same_v<T, float>) {
+      EXPECT_EQ(ranks.size(), one.ranks.size()) << what;
+      for (std::size_t l = 0; l < std::min(ranks.size(), one.ranks.size()); ++l)
+        EXPECT_LE(std::abs(ranks[l] - one.ranks[l]), 1) << what << ", tol " << eps << ", level " << l;
+    }
     if (world_rank() == 0) {
       std::printf("hara(A A) %.0e, %s, %d ranks: error %.2e, %d samples, ranks", eps, what, world_size(), e, rep.samples);
       for (int v : P.basis_ranks()) std::printf(" %d", v);
