@@ -76,17 +76,7 @@ distributed_traffic distributed_orthogonalize(distributed_data<T, Space>& A) {
         require(R[b][l].size() <= std::size_t(INT32_MAX), "distributed orthogonalize: a rank's R factors of one level pass 2^31 - 1 values");
       }
       leaves[b] = clone(B[b]->leaves);
-      if (D.count(L) > 0 && k[L] > 0) {
-        std::vector<int> sizes(static_cast<std::size_t>(D.count(L)));
-        for (int a = 0; a < D.count(L); ++a) sizes[a] = tree.size(cluster_tree::level_begin(L) + D.begin(L) + a);
-        qr_strided<T, Space>(ctx, leaves[b].data(), std::int64_t(m) * k[L], m, sizes, k[L], R[b][L].data(), k[L]);
-        if (r[L] < k[L]) {
-          buffer<T, Space> trimmed(ctx, std::size_t(D.count(L)) * m * r[L]);
-          if (r[L] > 0) copy_2d(*ctx, std::size_t(m) * r[L], std::size_t(D.count(L)), leaves[b].data(), std::size_t(m) * k[L],
-                                trimmed.data(), std::size_t(m) * r[L]);
-          leaves[b] = std::move(trimmed);
-        }
-      }
+      orthogonalize_leaves<T, Space>(ctx, leaves[b], tree, D.begin(L), D.count(L), m, k[L], r[L], R[b][L].data());
       for (int l = L; l > c; --l)  // the own parents' children: from node 2 D.begin(l - 1) of level l
         transfers[b][l] = orthogonalize_level<T, Space>(ctx, R[b][l].data(), B[b]->transfers[l].data(), D.count(l - 1), k[l],
                                                         k[l - 1], r[l], r[l - 1], R[b][l - 1].data(),

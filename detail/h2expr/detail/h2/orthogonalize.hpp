@@ -139,6 +139,23 @@ buffer<T, Space> orthogonalize_level(const context_ptr<Space>& ctx, const T* Rc,
   return trimmed;
 }
 
+// The leaves' step of the upsweep, for `count` leaves from leaf `first` (m x k each, ld m): Q in place,
+// cut to its first r columns; the R factors (k x k each) into R.
+template <class T, class Space>
+void orthogonalize_leaves(const context_ptr<Space>& ctx, buffer<T, Space>& leaves, const cluster_tree& tree, int first,
+                          int count, int m, int k, int r, T* R) {
+  if (count == 0 || k == 0) return;
+  std::vector<int> sizes(count);
+  for (int i = 0; i < count; ++i) sizes[i] = tree.size(cluster_tree::level_begin(tree.depth) + first + i);
+  qr_strided<T, Space>(ctx, leaves.data(), std::int64_t(m) * k, m, sizes, k, R, k);
+  if (r == k) return;
+  buffer<T, Space> cut(ctx, std::size_t(count) * m * r);
+  if (r > 0)
+    copy(batch<const T, Space>(ctx, leaves.data(), std::int64_t(m) * k, count, m, r, m),
+         batch<T, Space>(ctx, cut.data(), std::int64_t(m) * r, count, m, r, m));
+  leaves = std::move(cut);
+}
+
 // Orthogonalizes one basis tree in place, to the ranks r (orthogonal_ranks); returns its R factors per
 // level (nodes x rank x rank, ld rank, rows past r zero). node_rank, for a compact basis padded for
 // the upsweep, gives the columns each node really has (per level and node; see qr_own_rows); they come
@@ -152,16 +169,7 @@ std::vector<buffer<T, Space>> orthogonalize_basis(const context_ptr<Space>& ctx,
   const int L = tree.depth, leaves = 1 << L;
   std::vector<buffer<T, Space>> R(L + 1);
   for (int l = 0; l <= L; ++l) R[l] = buffer<T, Space>(ctx, (std::size_t(1) << l) * rank[l] * rank[l]);
-  std::vector<int> sizes(leaves);
-  for (int i = 0; i < leaves; ++i) sizes[i] = tree.size(cluster_tree::level_begin(L) + i);
-  qr_strided<T, Space>(ctx, B.leaves.data(), std::int64_t(m_max) * rank[L], m_max, sizes, rank[L], R[L].data(), rank[L]);
-  if (r[L] < rank[L]) {  // the first r[L] columns of each leaf's Q
-    buffer<T, Space> leaves_r(ctx, std::size_t(leaves) * m_max * r[L]);
-    if (r[L] > 0)
-      copy(batch<const T, Space>(ctx, B.leaves.data(), std::int64_t(m_max) * rank[L], leaves, m_max, r[L], m_max),
-           batch<T, Space>(ctx, leaves_r.data(), std::int64_t(m_max) * r[L], leaves, m_max, r[L], m_max));
-    B.leaves = std::move(leaves_r);
-  }
+  orthogonalize_leaves<T, Space>(ctx, B.leaves, tree, 0, leaves, m_max, rank[L], r[L], R[L].data());
   auto have = basis_columns(tree, rank, r, node_rank);
   for (int l = L; l >= 1; --l)
     B.transfers[l] = orthogonalize_level<T, Space>(ctx, R[l].data(), B.transfers[l].data(), 1 << (l - 1), rank[l],
