@@ -30,7 +30,10 @@ double cusparse_transposed(const hx::csr_arrays<double>& a, const hx::matrix<dou
   std::size_t bytes = 0;
   H2EXPR_CUSPARSE(cusparseSpMM_bufferSize(c.sparse(), t, none, &one, A.get(), B.get(), &zero, C.get(), CUDA_R_64F,
                                           CUSPARSE_SPMM_ALG_DEFAULT, &bytes));
-  void* work = bytes ? c.workspace(bytes) : nullptr;
+  hx::detail::workspace_plan plan;
+  const auto part = plan.add<std::byte>(bytes);
+  const hx::detail::workspace<hx::cuda> ws(c, plan);
+  void* work = bytes ? ws[part] : nullptr;
   return hx::bench::best_seconds(c, [&] {
     H2EXPR_CUSPARSE(cusparseSpMM(c.sparse(), t, none, &one, A.get(), B.get(), &zero, C.get(), CUDA_R_64F,
                                  CUSPARSE_SPMM_ALG_DEFAULT, work));

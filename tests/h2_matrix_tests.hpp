@@ -11,6 +11,7 @@
 #include <iterator>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 #include <unistd.h>
 
@@ -544,7 +545,53 @@ TYPED_TEST_P(h2_matrix_test, impossible_sizes_are_rejected) {
   EXPECT_THROW((detail::buffer<T, Space>(ctx, std::numeric_limits<std::size_t>::max() / 2)), invalid_argument);
 }
 
-REGISTER_TYPED_TEST_SUITE_P(h2_matrix_test, compression_error_scales_with_the_tolerance, save_and_load_round_trip,
+// A product's temporaries come from its context's workspace: it grows to the widest product and is
+// then reused (the same block: nothing allocated), a product made while another holds it (here, from
+// another thread on the same const matrix) gets a block of its own, and every result is the same.
+TYPED_TEST_P(h2_matrix_test, products_reuse_the_context_workspace) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  auto ctx = std::make_shared<context<Space>>();
+  EXPECT_EQ(ctx->workspace_bytes(), 0u);
+  auto pts = point_cloud<T, 2>::grid({40, 40}, T(0.3), test_seed());
+  auto A = h2_matrix<T, Space>::from_kernel(pts, kernels::exponential{0.1}, {.leaf_size = 32, .cheb_points = 4}, ctx);
+  auto C = A;
+  compress(C, 1e-3);  // per-node ranks: the coupling products read sizes from the workspace too
+  const dense<double> M = dense_kernel(pts, kernels::exponential{0.1});
+  for (const h2_matrix<T, Space>* P : {&A, &C}) {
+    ctx->release_cached();
+    auto X = matrix<T, Space>::random(1600, 8, test_seed() + 1, ctx);
+    const dense<double> x = to_dense(X).template cast<double>();
+    const dense<T> first = to_dense(*P * X);
+    EXPECT_LT(relative_error(first.template cast<double>(), M * x), 1e-2) << "the approximation itself (Chebyshev 4, compressed to 1e-3)";
+    const std::size_t bytes = ctx->workspace_bytes();
+    const std::byte* block = ctx->workspace_slot().block;
+    EXPECT_GT(bytes, std::size_t(1600) * 8 * sizeof(T)) << "the reordered blocks are in it";
+    for (int round = 0; round < 3; ++round) {
+      EXPECT_LT(relative_error(to_dense(*P * X), first), tol<T>(10));
+      EXPECT_LT(relative_error(to_dense(transpose(*P) * X), M.transpose() * x), 1e-2) << "the approximation itself (Chebyshev 4, compressed to 1e-3)";
+      auto narrow = matrix<T, Space>::random(1600, 2, test_seed() + 2, ctx);
+      (void)matrix<T, Space>(*P * narrow);
+      EXPECT_EQ(ctx->workspace_bytes(), bytes) << "round " << round;
+      EXPECT_EQ(ctx->workspace_slot().block, block) << "round " << round << ": allocated again";
+    }
+    if constexpr (std::is_same_v<Space, host>) {
+      std::vector<dense<T>> got(4);
+      std::vector<std::thread> threads;
+      for (int i = 0; i < 4; ++i)
+        threads.emplace_back([&, i] {
+          for (int r = 0; r < 5; ++r) got[i] = to_dense(*P * X);
+        });
+      for (auto& t : threads) t.join();
+      for (const auto& g : got) EXPECT_LT(relative_error(g, first), tol<T>(10));
+      EXPECT_EQ(ctx->workspace_bytes(), bytes);
+    }
+  }
+  ctx->release_cached();
+  EXPECT_EQ(ctx->workspace_bytes(), 0u);
+}
+
+REGISTER_TYPED_TEST_SUITE_P(h2_matrix_test, products_reuse_the_context_workspace, compression_error_scales_with_the_tolerance, save_and_load_round_trip,
                             load_rejects_bad_files, impossible_sizes_are_rejected,
                             compress_does_not_orthogonalize_orthonormal_bases_again,
                             orthogonalize_keeps_the_operator_and_makes_bases_orthonormal,

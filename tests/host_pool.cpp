@@ -1,8 +1,9 @@
 // The host space's cache of large blocks (detail/core/host/pool.hpp): reuse, limits, release, and that
-// buffers from it behave as any other.
+// buffers from it behave as any other; and the workspace a context lends its calls (core/workspace.hpp).
 #include <h2expr/compress.hpp>
 #include <h2expr/samplers/expression.hpp>
 #include <h2expr/h2_matrix.hpp>
+#include <h2expr/detail/core/workspace.hpp>
 
 #include <gtest/gtest.h>
 
@@ -108,6 +109,67 @@ TEST(host_pool, recycled_blocks_give_the_same_results) {
     const Eigen::MatrixXd again = to_dense(matrix<double, host>(C * X));
     EXPECT_EQ((again - first).norm(), 0.0) << "round " << round;
   }
+}
+
+// One call at a time holds the context's block; a call made while it is lent gets its own; the block
+// grows to the widest request and is then reused; a large one goes back to the cache of large blocks.
+TEST(workspace, one_call_at_a_time_holds_the_context_block) {
+  using detail::workspace;
+  using detail::workspace_plan;
+  auto ctx = std::make_shared<context<host>>();
+  EXPECT_EQ(ctx->workspace_bytes(), 0u);
+  workspace_plan plan;
+  const auto a = plan.add<double>(1000);
+  const auto b = plan.add<int>(3);
+  const auto c = plan.add<float>(0);
+  const auto d = plan.add<double>(7);
+  EXPECT_EQ(a.offset, 0u);
+  for (std::size_t o : {b.offset, c.offset, d.offset}) EXPECT_EQ(o % workspace_plan::alignment, 0u);
+  EXPECT_GE(d.offset, b.offset + 3 * sizeof(int));
+  EXPECT_EQ(plan.bytes(), d.offset + 7 * sizeof(double));
+  const std::byte* block = nullptr;
+  {
+    const workspace<host> outer(*ctx, plan);
+    EXPECT_TRUE(outer.holds_context_block());
+    block = ctx->workspace_slot().block;
+    EXPECT_EQ(reinterpret_cast<const std::byte*>(outer[a]), block);
+    EXPECT_EQ(reinterpret_cast<const std::byte*>(outer[d]), block + d.offset);
+    EXPECT_EQ(ctx->workspace_bytes(), plan.bytes());
+    std::fill(outer[a], outer[a] + 1000, 1.0), std::fill(outer[d], outer[d] + 7, 2.0);  // writable to the end
+    const workspace<host> inner(*ctx, plan);  // made while the outer call holds it
+    EXPECT_FALSE(inner.holds_context_block());
+    EXPECT_NE(reinterpret_cast<const std::byte*>(inner[a]), block);
+    std::fill(inner[a], inner[a] + 1000, 3.0);
+    EXPECT_EQ(outer[a][999], 1.0);
+  }
+  workspace_plan smaller;
+  const auto s = smaller.add<char>(10);
+  {
+    const workspace<host> w(*ctx, smaller);
+    EXPECT_TRUE(w.holds_context_block());
+    EXPECT_EQ(reinterpret_cast<const std::byte*>(w[s]), block) << "reused";
+  }
+  EXPECT_EQ(ctx->workspace_bytes(), plan.bytes());
+  workspace_plan wider;
+  (void)wider.add<double>(100000);
+  { const workspace<host> w(*ctx, wider); }
+  EXPECT_EQ(ctx->workspace_bytes(), wider.bytes()) << "grown to the widest request";
+  { const workspace<host> none(*ctx, workspace_plan{}); }
+  EXPECT_EQ(ctx->workspace_bytes(), wider.bytes());
+  ctx->release_cached();
+  EXPECT_EQ(ctx->workspace_bytes(), 0u);
+  workspace_plan large;  // from the cache of large blocks: back to it after the call, kept touched there
+  (void)large.add<double>((std::size_t(8) << 20) / sizeof(double));
+  {
+    const workspace<host> w(*ctx, large);
+    EXPECT_TRUE(w.holds_context_block());
+  }
+  EXPECT_EQ(ctx->workspace_bytes(), H2EXPR_HOST_POOL ? 0u : large.bytes());
+  if (H2EXPR_HOST_POOL) EXPECT_GE(ctx->cached_bytes(), large.bytes());
+  workspace_plan huge;
+  (void)huge.add<double>(detail::max_elements<double>());
+  EXPECT_THROW((void)huge.add<char>(1), error);
+  EXPECT_THROW((void)huge.add<double>(detail::max_elements<double>() + 1), error);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 // op(A) = A^T runs the same share by columns: the blocks of its rows send their products to the
 // owners of their columns (the same plans, reversed), which add them, so A^T needs no second copy.
 #include <h2expr/detail/core/view.hpp>
+#include <h2expr/detail/core/workspace.hpp>
 #include <h2expr/detail/distributed/data.hpp>
 #include <h2expr/detail/primitives/batched.hpp>
 
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace h2expr::detail {
@@ -57,13 +59,23 @@ void distributed_hgemv(const distributed_data<T, Space>& A, op trans, T alpha, c
   auto ghost_rows = [&](int s) { return std::int64_t(A.splits[s].ghosts) * A.unit[s]; };
   auto ld = [](std::int64_t rows) { return int(std::max<std::int64_t>(rows, 1)); };
   // Per slot: x (inputs) and y (outputs) of the own nodes, and of the ghosts: inputs for A, partial
-  // outputs for A^T. The dense slot's own x and y are X and Y in padded tree order.
-  std::vector<buffer<T, Space>> xo(S), yo(S), g(S);
+  // outputs for A^T. The dense slot's own x and y are X and Y in padded tree order. With the top's
+  // levels (below), all from the context's workspace (workspace.hpp).
+  const int kc = A.rank[c];
+  const bool top = A.top_level < c;
+  auto level_rows = [&](int l) { return (std::int64_t(1) << l) * A.rank[l]; };
+  workspace_plan plan;
+  std::vector<workspace_part<T>> xo_at(S), yo_at(S), g_at(S), xf_at(c + 1), yf_at(c + 1);
   for (int s = 0; s < S; ++s) {
-    xo[s] = buffer<T, Space>(cp, std::size_t(own_rows(s)) * nv);
-    yo[s] = buffer<T, Space>(cp, std::size_t(own_rows(s)) * nv);
-    g[s] = buffer<T, Space>(cp, std::size_t(ghost_rows(s)) * nv);
+    xo_at[s] = plan.add<T>(std::size_t(own_rows(s)) * nv);
+    yo_at[s] = plan.add<T>(std::size_t(own_rows(s)) * nv);
+    g_at[s] = plan.add<T>(std::size_t(ghost_rows(s)) * nv);
   }
+  if (top)  // x of the levels top_level .. c, y of the levels top_level .. c
+    for (int l = A.top_level; l <= c; ++l)
+      xf_at[l] = plan.add<T>(std::size_t(level_rows(l)) * nv), yf_at[l] = plan.add<T>(std::size_t(level_rows(l)) * nv);
+  std::optional<workspace<Space>> ws;  // taken in the first checked phase: a rank that cannot fails there
+  std::vector<T*> xo(S), yo(S), g(S), xf(c + 1), yf(c + 1);
   auto block_at = [&](int s, bool off) {  // the first block of a split
     const std::int64_t u = A.unit[s];
     return A.blocks[s].data() + (off ? A.splits[s].diag_blocks * u * u : 0);
@@ -75,12 +87,12 @@ void distributed_hgemv(const distributed_data<T, Space>& A, op trans, T alpha, c
     const std::int64_t lo = ld(own_rows(s)), lg = ld(ghost_rows(s));
     if (forward)
       bsr_gemm(ctx, op::none, D.count(l), arr.row_ptr.data(), arr.col.data(), static_cast<const int*>(nullptr),
-               block_at(s, off), u, u, std::int64_t(u) * u, off ? g[s].data() : xo[s].data(), off ? lg : lo,
-               yo[s].data(), lo, nv, b);
+               block_at(s, off), u, u, std::int64_t(u) * u, off ? g[s] : xo[s], off ? lg : lo,
+               yo[s], lo, nv, b);
     else
       bsr_gemm(ctx, op::transpose, off ? A.splits[s].ghosts : D.count(l), arr.col_ptr.data(), arr.row_of.data(),
-               arr.block_of.data(), block_at(s, off), u, u, std::int64_t(u) * u, xo[s].data(), lo,
-               off ? g[s].data() : yo[s].data(), off ? lg : lo, nv, b);
+               arr.block_of.data(), block_at(s, off), u, u, std::int64_t(u) * u, xo[s], lo,
+               off ? g[s] : yo[s], off ? lg : lo, nv, b);
   };
 
   // Messages, one per neighbour each way: the own rows a neighbour's blocks read (A), or the partial
@@ -96,29 +108,29 @@ void distributed_hgemv(const distributed_data<T, Space>& A, op trans, T alpha, c
 
   // The allgather of the C-level coefficients, when the top has blocks: its buffers are made before the
   // check below, so that no rank fails between it and the collective.
-  const int kc = A.rank[c];
-  const bool top = A.top_level < c;
-  auto level_rows = [&](int l) { return (std::int64_t(1) << l) * A.rank[l]; };
   std::vector<int> counts(static_cast<std::size_t>(D.ranks));
   message<T, Space> mine(cp, 0), all(cp, 0);
 
   rank_failure local = rank_failure::of([&] {
-    gather_rows(ctx, A.padded_to_local.data(), own_rows(sd), X.data(), X.ld(), xo[sd].data(), ld(own_rows(sd)), nv);
+    ws.emplace(ctx, plan);
+    for (int s = 0; s < S; ++s) xo[s] = (*ws)[xo_at[s]], yo[s] = (*ws)[yo_at[s]], g[s] = (*ws)[g_at[s]];
+    for (int l = 0; l <= c; ++l) xf[l] = (*ws)[xf_at[l]], yf[l] = (*ws)[yf_at[l]];
+    gather_rows(ctx, A.padded_to_local.data(), own_rows(sd), X.data(), X.ld(), xo[sd], ld(own_rows(sd)), nv);
     // Upsweep of the own subtrees.
     const int kL = A.rank[L];
     if (kL > 0 && D.count(L) > 0)
       gemm_strided_batched(ctx, op::transpose, op::none, kL, nv, m, T(1), in.leaves.data(), m, std::int64_t(m) * kL,
-                           xo[sd].data(), ld(own_rows(sd)), m, T(0), xo[L - c].data(), ld(own_rows(L - c)), kL, D.count(L));
+                           xo[sd], ld(own_rows(sd)), m, T(0), xo[L - c], ld(own_rows(L - c)), kL, D.count(L));
     for (int l = L; l > c; --l) {
       const int k = A.rank[l], kp = A.rank[l - 1], parents = D.count(l - 1);
       if (kp == 0 || parents == 0) continue;
       if (k == 0) {
-        fill(ctx, xo[l - 1 - c].data(), xo[l - 1 - c].size(), T(0));
+        fill(ctx, xo[l - 1 - c], std::size_t(own_rows(l - 1 - c)) * nv, T(0));
         continue;
       }
       gemm_strided_batched(ctx, op::transpose, op::none, kp, nv, 2 * k, T(1), in.transfers[l].data(), 2 * k,
-                           std::int64_t(2) * k * kp, xo[l - c].data(), ld(own_rows(l - c)), 2 * k, T(0),
-                           xo[l - 1 - c].data(), ld(own_rows(l - 1 - c)), kp, parents);
+                           std::int64_t(2) * k * kp, xo[l - c], ld(own_rows(l - c)), 2 * k, T(0),
+                           xo[l - 1 - c], ld(own_rows(l - 1 - c)), kp, parents);
     }
     if (!forward)
       for (int s = 0; s < S; ++s) split_product(s, true, T(0));
@@ -130,12 +142,12 @@ void distributed_hgemv(const distributed_data<T, Space>& A, op trans, T alpha, c
       T* to = sends.back().data();
       for (int s = 0; s < S; ++s) {
         if (forward && rows_sent(i, s) > 0) {
-          gather_rows(ctx, A.peer_rows[i].data() + A.peer_row_at[i][s], rows_sent(i, s), xo[s].data(), ld(own_rows(s)),
+          gather_rows(ctx, A.peer_rows[i].data() + A.peer_row_at[i][s], rows_sent(i, s), xo[s], ld(own_rows(s)),
                       to, rows_sent(i, s), nv);
           to += rows_sent(i, s) * nv;
         } else if (!forward && rows_ghost(i, s) > 0) {
           copy_2d(ctx, std::size_t(rows_ghost(i, s)), std::size_t(nv),
-                  g[s].data() + std::int64_t(A.peers[i].receive[s].first) * A.unit[s], std::size_t(ld(ghost_rows(s))), to,
+                  g[s] + std::int64_t(A.peers[i].receive[s].first) * A.unit[s], std::size_t(ld(ghost_rows(s))), to,
                   std::size_t(rows_ghost(i, s)));
           to += rows_ghost(i, s) * nv;
         }
@@ -147,7 +159,7 @@ void distributed_hgemv(const distributed_data<T, Space>& A, op trans, T alpha, c
       for (int q = 0; q < D.ranks; ++q) counts[q] = int((std::int64_t(D.first[q + 1]) - D.first[q]) * kc * nv);
       mine = message<T, Space>(cp, std::size_t(counts[D.rank]));
       all = message<T, Space>(cp, std::size_t(level_rows(c)) * nv);
-      copy(ctx, xo[0].data(), mine.data(), mine.size());  // the own C-level rows: one contiguous block
+      copy(ctx, xo[0], mine.data(), mine.size());  // the own C-level rows: one contiguous block
       mine.before_send();
     }
   });
@@ -162,54 +174,46 @@ void distributed_hgemv(const distributed_data<T, Space>& A, op trans, T alpha, c
   // The rest is this rank's alone; what fails in it reaches the others at the check at the end.
   double waited = 0;
   const rank_failure tail = rank_failure::of([&] {
-    // The top, on every rank, from the allgathered C-level coefficients; its downsweep ends in yc, which
-    // holds every C-level node (this rank adds its own below).
-    buffer<T, Space> yc;
+    // The top, on every rank, from the allgathered C-level coefficients.
     if (top) {
-      std::vector<buffer<T, Space>> xf(c + 1), yf(c + 1);
       all.after_receive();
-      xf[c] = buffer<T, Space>(cp, all.size());
       for (int q = 0, at = 0; q < D.ranks; at += counts[q], ++q) {
         const std::size_t rows = std::size_t(D.first[q + 1] - D.first[q]) * kc;
         copy_2d(ctx, rows, std::size_t(nv), all.data() + at, std::max<std::size_t>(rows, 1),
-                xf[c].data() + std::int64_t(D.first[q]) * kc, std::size_t(ld(level_rows(c))));
+                xf[c] + std::int64_t(D.first[q]) * kc, std::size_t(ld(level_rows(c))));
       }
       for (int l = c; l > A.top_level; --l) {
         const int k = A.rank[l], kp = A.rank[l - 1];
-        xf[l - 1] = buffer<T, Space>(cp, std::size_t(level_rows(l - 1)) * nv);
         if (kp == 0) continue;
         if (k == 0) {
-          fill(ctx, xf[l - 1].data(), xf[l - 1].size(), T(0));
+          fill(ctx, xf[l - 1], std::size_t(level_rows(l - 1)) * nv, T(0));
           continue;
         }
         gemm_strided_batched(ctx, op::transpose, op::none, kp, nv, 2 * k, T(1), in.transfers[l].data(), 2 * k,
-                             std::int64_t(2) * k * kp, xf[l].data(), ld(level_rows(l)), 2 * k, T(0), xf[l - 1].data(),
+                             std::int64_t(2) * k * kp, xf[l], ld(level_rows(l)), 2 * k, T(0), xf[l - 1],
                              ld(level_rows(l - 1)), kp, 1 << (l - 1));
       }
       for (int l = A.top_level; l < c; ++l) {
         const int k = A.rank[l];
-        yf[l] = buffer<T, Space>(cp, std::size_t(level_rows(l)) * nv);
         const auto& arr = A.top_arrays[l];
         if (k == 0) continue;
         if (forward)
           bsr_gemm(ctx, op::none, 1 << l, arr.row_ptr.data(), arr.col.data(), static_cast<const int*>(nullptr),
-                   A.top_coupling[l].data(), k, k, std::int64_t(k) * k, xf[l].data(), ld(level_rows(l)), yf[l].data(),
+                   A.top_coupling[l].data(), k, k, std::int64_t(k) * k, xf[l], ld(level_rows(l)), yf[l],
                    ld(level_rows(l)), nv, T(0));
         else
           bsr_gemm(ctx, op::transpose, 1 << l, arr.col_ptr.data(), arr.row_of.data(), arr.block_of.data(),
-                   A.top_coupling[l].data(), k, k, std::int64_t(k) * k, xf[l].data(), ld(level_rows(l)), yf[l].data(),
+                   A.top_coupling[l].data(), k, k, std::int64_t(k) * k, xf[l], ld(level_rows(l)), yf[l],
                    ld(level_rows(l)), nv, T(0));
       }
-      yf[c] = buffer<T, Space>(cp, std::size_t(level_rows(c)) * nv);
-      fill(ctx, yf[c].data(), yf[c].size(), T(0));
+      fill(ctx, yf[c], std::size_t(level_rows(c)) * nv, T(0));
       for (int l = A.top_level + 1; l <= c; ++l) {
         const int k = A.rank[l], kp = A.rank[l - 1];
         if (k == 0 || kp == 0) continue;
         gemm_strided_batched(ctx, op::none, op::none, 2 * k, nv, kp, T(1), out.transfers[l].data(), 2 * k,
-                             std::int64_t(2) * k * kp, yf[l - 1].data(), ld(level_rows(l - 1)), kp, T(1), yf[l].data(),
+                             std::int64_t(2) * k * kp, yf[l - 1], ld(level_rows(l - 1)), kp, T(1), yf[l],
                              ld(level_rows(l)), 2 * k, 1 << (l - 1));
       }
-      yc = std::move(yf[c]);
       if (report) report->allgather_bytes += std::int64_t(mine.size() * sizeof(T));
     }
 
@@ -224,34 +228,35 @@ void distributed_hgemv(const distributed_data<T, Space>& A, op trans, T alpha, c
       for (int s = 0; s < S; ++s) {
         if (forward && rows_ghost(i, s) > 0) {
           copy_2d(ctx, std::size_t(rows_ghost(i, s)), std::size_t(nv), from, std::size_t(rows_ghost(i, s)),
-                  g[s].data() + std::int64_t(A.peers[i].receive[s].first) * A.unit[s], std::size_t(ld(ghost_rows(s))));
+                  g[s] + std::int64_t(A.peers[i].receive[s].first) * A.unit[s], std::size_t(ld(ghost_rows(s))));
           from += rows_ghost(i, s) * nv;
         } else if (!forward && rows_sent(i, s) > 0) {  // the neighbour's partial outputs of own nodes, added
           scatter_rows(ctx, A.peer_rows[i].data() + A.peer_row_at[i][s], rows_sent(i, s), from, rows_sent(i, s),
-                       yo[s].data(), ld(own_rows(s)), nv, T(1), T(1));
+                       yo[s], ld(own_rows(s)), nv, T(1), T(1));
           from += rows_sent(i, s) * nv;
         }
       }
     }
     if (forward)
       for (int s = 0; s < S; ++s) split_product(s, true, T(1));
-    if (yc.size() && D.count(c) > 0)
-      axpby_2d(ctx, std::size_t(own_rows(0)), std::size_t(nv), T(1), yc.data() + std::int64_t(D.begin(c)) * kc,
-               std::size_t(ld((std::int64_t(1) << c) * kc)), T(1), yo[0].data(), std::size_t(ld(own_rows(0))));
+    // The top's downsweep ends in yf[c], which holds every C-level node: this rank adds its own.
+    if (top && level_rows(c) > 0 && D.count(c) > 0)
+      axpby_2d(ctx, std::size_t(own_rows(0)), std::size_t(nv), T(1), yf[c] + std::int64_t(D.begin(c)) * kc,
+               std::size_t(ld((std::int64_t(1) << c) * kc)), T(1), yo[0], std::size_t(ld(own_rows(0))));
 
     // Downsweep of the own subtrees, the leaves, back to the user's order.
     for (int l = c + 1; l <= L; ++l) {
       const int k = A.rank[l], kp = A.rank[l - 1], parents = D.count(l - 1);
       if (k == 0 || kp == 0 || parents == 0) continue;
       gemm_strided_batched(ctx, op::none, op::none, 2 * k, nv, kp, T(1), out.transfers[l].data(), 2 * k,
-                           std::int64_t(2) * k * kp, yo[l - 1 - c].data(), ld(own_rows(l - 1 - c)), kp, T(1),
-                           yo[l - c].data(), ld(own_rows(l - c)), 2 * k, parents);
+                           std::int64_t(2) * k * kp, yo[l - 1 - c], ld(own_rows(l - 1 - c)), kp, T(1),
+                           yo[l - c], ld(own_rows(l - c)), 2 * k, parents);
     }
     const int kL = A.rank[L];
     if (kL > 0 && D.count(L) > 0)
       gemm_strided_batched(ctx, op::none, op::none, m, nv, kL, T(1), out.leaves.data(), m, std::int64_t(m) * kL,
-                           yo[L - c].data(), ld(own_rows(L - c)), kL, T(1), yo[sd].data(), ld(own_rows(sd)), m, D.count(L));
-    scatter_rows(ctx, A.padded_to_local.data(), own_rows(sd), yo[sd].data(), ld(own_rows(sd)), Y.data(), Y.ld(), nv, alpha,
+                           yo[L - c], ld(own_rows(L - c)), kL, T(1), yo[sd], ld(own_rows(sd)), m, D.count(L));
+    scatter_rows(ctx, A.padded_to_local.data(), own_rows(sd), yo[sd], ld(own_rows(sd)), Y.data(), Y.ld(), nv, alpha,
                  beta);
     ctx.synchronize();  // the host reads the time; the messages' buffers go with this scope
   });

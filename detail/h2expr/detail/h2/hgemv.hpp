@@ -6,10 +6,14 @@
 // op(A) = A^T swaps the bases and reads the blocks by columns, transposed. Per-node ranks (compact
 // bases) run the same phases: the bases' batch views (basis_layout, batch.hpp) then have items of
 // different sizes, and the block-sparse products are told every node's size (bsr_shape.hpp).
+// A product's temporaries (the coefficients, the reordered blocks) come from its context's workspace
+// (workspace.hpp): once that has grown, a product allocates nothing but the batch arrays of per-node
+// ranks.
 #include <h2expr/detail/primitives/batch.hpp>
 #include <h2expr/detail/primitives/batched.hpp>
 #include <h2expr/detail/h2/h2_data.hpp>
 #include <h2expr/detail/core/view.hpp>
+#include <h2expr/detail/core/workspace.hpp>
 
 #include <chrono>
 #include <climits>
@@ -38,42 +42,79 @@ struct phase_clock {
   }
 };
 
+// The temporaries of one product of nv vectors, as parts of a workspace plan: the coefficients of
+// every node of every level, x_hat[l] and y_hat[l] stacked (total(l) x nv each, node t at rows at(l, t)),
+// and for the levels of per-node ranks the block-sparse products' sizes and offsets (all levels' in one
+// upload: output nodes from the out basis, input nodes from the in basis, blocks packed in row order).
+template <class T, class Space>
+struct hgemv_temporaries {
+  basis_layout in, out;
+  int top = 0;  // levels above the coarsest one with coupling blocks carry nothing: the sweeps stop there
+  std::vector<std::size_t> x_at, y_at;
+  std::vector<std::int64_t> shapes;
+  std::vector<std::size_t> shape_at;
+  workspace_part<T> coefficients;
+  workspace_part<std::int64_t> shapes_part;
+
+  hgemv_temporaries(const h2_data<T, Space>& A, op trans, int nv, workspace_plan& plan)
+      : in((trans == op::none ? *A.col_basis : *A.row_basis).layout(A.rank)),
+        out((trans == op::none ? *A.row_basis : *A.col_basis).layout(A.rank)) {
+    const int L = A.depth();
+    x_at.assign(L + 2, 0), y_at.assign(L + 2, 0);
+    for (int l = 0; l <= L; ++l) {
+      x_at[l + 1] = x_at[l] + std::size_t(in.total(l)) * nv;
+      y_at[l + 1] = y_at[l] + std::size_t(out.total(l)) * nv;
+    }
+    top = L;
+    for (int l = 0; l <= L; ++l)
+      if (A.arrays->coupling_blocks[l] > 0) {
+        top = l;
+        break;
+      }
+    const basis_layout& lr = trans == op::none ? out : in;
+    const basis_layout& lc = trans == op::none ? in : out;
+    shape_at.assign(L + 1, 0);
+    for (int l = top; l <= L; ++l) {
+      if (!per_node(A, l)) continue;
+      shape_at[l] = shapes.size();
+      for (const basis_layout* b : {&out, &in}) {
+        for (int t = 0; t < 1 << l; ++t) shapes.push_back(b->k(l, t));
+        shapes.insert(shapes.end(), b->start[l].begin(), b->start[l].end() - 1);
+      }
+      const auto co = A.coupling_offsets(l, lr, lc);
+      shapes.insert(shapes.end(), co.begin(), co.end());
+    }
+    coefficients = plan.add<T>(x_at[L + 1] + y_at[L + 1]);
+    shapes_part = plan.add<std::int64_t>(shapes.size());
+  }
+  // Whether level l's coupling products need every node's size (its nodes' ranks differ).
+  bool per_node(const h2_data<T, Space>& A, int l) const {
+    return A.rank[l] > 0 && (out.uniform_rank(l) != A.rank[l] || in.uniform_rank(l) != A.rank[l]);
+  }
+};
+
 // Yp = op(A) Xp on blocks in A's padded tree order (np x nv; Xp's padding rows zero, Yp's come back
-// zero): the phases between the gather and the scatter.
+// zero): the phases between the gather and the scatter, on the temporaries tmp planned in ws.
 template <class T, class Space>
 void hgemv_tree(const h2_data<T, Space>& A, op trans, const T* Xp, std::int64_t ldx, T* Yp, std::int64_t ldy, int nv,
-                phase_clock<Space>& clock) {
+                const hgemv_temporaries<T, Space>& tmp, const workspace<Space>& ws, phase_clock<Space>& clock) {
   auto& ctx = *A.ctx;
   auto mark = [&](double hgemv_phases::*slot) { clock.mark(slot); };
   const int L = A.depth(), m = A.m_max;
   const int leaves = 1 << L;
   const basis_tree<T, Space>& in = trans == op::none ? *A.col_basis : *A.row_basis;
   const basis_tree<T, Space>& out = trans == op::none ? *A.row_basis : *A.col_basis;
-  const basis_layout li = in.layout(A.rank), lo = out.layout(A.rank);
+  const basis_layout &li = tmp.in, &lo = tmp.out;
   const auto& arrays = *A.arrays;
   require(ldx <= INT_MAX && ldy <= INT_MAX, "H2 product: padded blocks past 2^31 - 1 rows");
 
-  // x_hat[l], y_hat[l]: the coefficients of every node of level l, stacked: total(l) x nv (node t at
-  // rows at(l, t)). One allocation for all of them: a product is a few dozen launches, and
-  // allocations would add as many.
-  std::vector<std::size_t> xo(L + 2, 0), yo(L + 2, 0);
-  for (int l = 0; l <= L; ++l) {
-    xo[l + 1] = xo[l] + std::size_t(li.total(l)) * nv;
-    yo[l + 1] = yo[l] + std::size_t(lo.total(l)) * nv;
-  }
-  buffer<T, Space> coefficients(A.ctx, xo[L + 1] + yo[L + 1]);
+  T* const coefficients = ws[tmp.coefficients];
   std::vector<T*> xh(L + 1), yh(L + 1);
   for (int l = 0; l <= L; ++l) {
-    xh[l] = coefficients.data() + xo[l];
-    yh[l] = coefficients.data() + xo[L + 1] + yo[l];
+    xh[l] = coefficients + tmp.x_at[l];
+    yh[l] = coefficients + tmp.x_at[L + 1] + tmp.y_at[l];
   }
-  // Levels above the coarsest one with coupling blocks carry nothing: the sweeps stop there.
-  int top = L;
-  for (int l = 0; l <= L; ++l)
-    if (arrays.coupling_blocks[l] > 0) {
-      top = l;
-      break;
-    }
+  const int top = tmp.top;
   // One item per node (or parent) of a level, from the bases' batch views: a strided batch when the
   // level's ranks are uniform.
   const auto& c = A.ctx;
@@ -88,32 +129,18 @@ void hgemv_tree(const h2_data<T, Space>& A, op trans, const T* Xp, std::int64_t 
   mark(&hgemv_phases::upsweep);
 
   // Coupling: y_hat(t) = sum_s S_ts x_hat(s) per level (or S_st^T x_hat(s) for A^T), one block-sparse
-  // product per level. Levels of per-node ranks give the product their sizes and offsets, all levels'
-  // in one upload: output nodes from the out basis, input nodes from the in basis, blocks packed in
-  // row order.
-  const basis_layout& lr = trans == op::none ? lo : li;
-  const basis_layout& lc = trans == op::none ? li : lo;
-  std::vector<std::int64_t> shapes;
-  std::vector<std::size_t> shape_at(L + 1, 0);
-  for (int l = top; l <= L; ++l) {
-    if (A.rank[l] == 0 || (lo.uniform_rank(l) == A.rank[l] && li.uniform_rank(l) == A.rank[l])) continue;
-    shape_at[l] = shapes.size();
-    for (const basis_layout* b : {&lo, &li}) {
-      for (int t = 0; t < 1 << l; ++t) shapes.push_back(b->k(l, t));
-      shapes.insert(shapes.end(), b->start[l].begin(), b->start[l].end() - 1);
-    }
-    const auto co = A.coupling_offsets(l, lr, lc);
-    shapes.insert(shapes.end(), co.begin(), co.end());
-  }
-  const buffer<std::int64_t, Space> shapes_in_space(A.ctx, shapes);
+  // product per level; levels of per-node ranks read their sizes and offsets from the workspace.
+  std::int64_t* const shapes = ws[tmp.shapes_part];
+  if (!tmp.shapes.empty())
+    upload_2d(ctx, tmp.shapes.size(), 1, tmp.shapes.data(), tmp.shapes.size(), shapes, tmp.shapes.size());
   for (int l = top; l <= L; ++l) {
     const int k = A.rank[l];
     if (k == 0) continue;
     const auto& lv = arrays.coupling[l];
     const std::int64_t ldx = li.total(l), ldy = lo.total(l);
     bsr_shape shape;
-    if (lo.uniform_rank(l) != k || li.uniform_rank(l) != k) {
-      const std::int64_t* p = shapes_in_space.data() + shape_at[l];
+    if (tmp.per_node(A, l)) {
+      const std::int64_t* p = shapes + tmp.shape_at[l];
       const std::int64_t nodes = std::int64_t(1) << l;
       shape = {p, p + nodes, p + 2 * nodes, p + 3 * nodes, p + 4 * nodes};
     }
@@ -163,11 +190,15 @@ void hgemv(const h2_data<T, Space>& A, op trans, T alpha, const_view<T, Space> X
   phase_clock<Space> clock{ctx, phases};
   const std::int64_t np = A.padded().np;
   const int* map = A.arrays->padded_to_user.data();
-  buffer<T, Space> Xp(A.ctx, std::size_t(np) * nv), Yp(A.ctx, std::size_t(np) * nv);
-  gather_rows(ctx, map, np, X.data(), X.ld(), Xp.data(), np, nv);
+  workspace_plan plan;
+  const hgemv_temporaries<T, Space> tmp(A, trans, nv, plan);
+  const auto xp = plan.add<T>(std::size_t(np) * nv), yp = plan.add<T>(std::size_t(np) * nv);
+  const workspace<Space> ws(ctx, plan);
+  T *Xp = ws[xp], *Yp = ws[yp];
+  gather_rows(ctx, map, np, X.data(), X.ld(), Xp, np, nv);
   clock.mark(&hgemv_phases::gather);
-  hgemv_tree(A, trans, Xp.data(), np, Yp.data(), np, nv, clock);
-  scatter_rows(ctx, map, np, Yp.data(), np, Y.data(), Y.ld(), nv, alpha, beta);
+  hgemv_tree(A, trans, Xp, np, Yp, np, nv, tmp, ws, clock);
+  scatter_rows(ctx, map, np, Yp, np, Y.data(), Y.ld(), nv, alpha, beta);
   clock.mark(&hgemv_phases::scatter);
 }
 
@@ -184,10 +215,14 @@ void hgemv_padded(const h2_data<T, Space>& A, op trans, T alpha, const_view<T, S
   if (nv == 0) return;
   auto& ctx = *A.ctx;
   phase_clock<Space> clock{ctx, phases};
-  if (alpha == T(1) && beta == T(0)) return hgemv_tree(A, trans, Xp.data(), Xp.ld(), Yp.data(), Yp.ld(), nv, clock);
-  buffer<T, Space> Z(A.ctx, std::size_t(np) * nv);
-  hgemv_tree(A, trans, Xp.data(), Xp.ld(), Z.data(), np, nv, clock);
-  axpby_2d(ctx, std::size_t(np), std::size_t(nv), alpha, Z.data(), std::size_t(np), beta, Yp.data(), std::size_t(Yp.ld()));
+  const bool direct = alpha == T(1) && beta == T(0);  // else into a temporary Z, then added
+  workspace_plan plan;
+  const hgemv_temporaries<T, Space> tmp(A, trans, nv, plan);
+  const auto z = plan.add<T>(direct ? 0 : std::size_t(np) * nv);
+  const workspace<Space> ws(ctx, plan);
+  if (direct) return hgemv_tree(A, trans, Xp.data(), Xp.ld(), Yp.data(), Yp.ld(), nv, tmp, ws, clock);
+  hgemv_tree(A, trans, Xp.data(), Xp.ld(), ws[z], np, nv, tmp, ws, clock);
+  axpby_2d(ctx, std::size_t(np), std::size_t(nv), alpha, ws[z], std::size_t(np), beta, Yp.data(), std::size_t(Yp.ld()));
 }
 
 // Y = op(A) X.

@@ -1,6 +1,7 @@
 #pragma once
 // The CUDA space's context: one device, one stream, the cuBLAS and cuSOLVER handles bound to that
-// stream (and a cuSPARSE one, made on first use), a memory pool of its own and a growable workspace.
+// stream (and a cuSPARSE one, made on first use), a memory pool of its own and the workspace it lends
+// its calls (workspace.hpp).
 // Everything the CUDA backend does is ordered on this stream.
 // The pool keeps what is freed into it (release threshold: unlimited) instead of handing it back to
 // the driver at every synchronization, as the device's default pool does: an algorithm's temporaries
@@ -10,6 +11,7 @@
 // so no generator handle is needed and a fill depends only on its seed, not on launch shapes.
 #include <h2expr/detail/core/cuda/check.cuh>
 #include <h2expr/detail/core/space.hpp>
+#include <h2expr/detail/core/workspace_slot.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -80,25 +82,29 @@ class context<cuda> {
   const cudaDeviceProp& properties() const { return properties_; }
   // The context's memory pool (null where the device has none: then the default pool serves).
   cudaMemPool_t pool() const { return pool_; }
-  // Hands the pool's idle memory back to the driver, after the work queued so far.
+  // Hands the pool's idle memory back to the driver, after the work queued so far, and the workspace
+  // with it when no call holds it.
   void trim() {
+    {
+      std::lock_guard<std::mutex> lock(workspace_.m);
+      if (!workspace_.lent && workspace_.block) {
+        H2EXPR_CUDA(cudaFreeAsync(workspace_.block, stream_));
+        workspace_.block = nullptr, workspace_.bytes = 0;
+      }
+    }
     synchronize();
     if (pool_) H2EXPR_CUDA(cudaMemPoolTrimTo(pool_, 0));
   }
-
-  // Scratch memory of at least `bytes`, valid until the next call; stream-ordered, so it may be
-  // reused by the next operation on this context's stream without a synchronization.
-  void* workspace(std::size_t bytes) {
-    if (bytes > workspace_bytes_) {
-      if (workspace_) H2EXPR_CUDA(cudaFreeAsync(workspace_, stream_));
-      workspace_ = nullptr;
-      workspace_bytes_ = 0;
-      H2EXPR_CUDA(pool_ ? cudaMallocFromPoolAsync(&workspace_, bytes, pool_, stream_)
-                        : cudaMallocAsync(&workspace_, bytes, stream_));
-      workspace_bytes_ = bytes;
-    }
-    return workspace_;
+  // The host space's name for it.
+  void release_cached() { trim(); }
+  // The bytes of the workspace the context keeps for its calls (0 before the first).
+  std::size_t workspace_bytes() const {
+    std::lock_guard<std::mutex> lock(workspace_.m);
+    return workspace_.bytes;
   }
+  detail::workspace_slot& workspace_slot() { return workspace_; }
+  // Whether the workspace keeps a block of `bytes` after its call (always: the pool keeps it anyway).
+  bool keeps_workspace(std::size_t) const { return true; }
 
   void synchronize() const { H2EXPR_CUDA(cudaStreamSynchronize(stream_)); }
 
@@ -109,7 +115,7 @@ class context<cuda> {
   }
   void release() noexcept {
     // Destructors must not throw: statuses are ignored here on purpose.
-    if (workspace_) (void)cudaFreeAsync(workspace_, stream_);
+    if (workspace_.block) (void)cudaFreeAsync(workspace_.block, stream_);
     if (stream_) (void)cudaStreamSynchronize(stream_);
     if (sparse_) (void)cusparseDestroy(sparse_);
     if (solver_) (void)cusolverDnDestroy(solver_);
@@ -119,7 +125,7 @@ class context<cuda> {
     // with its last allocation.
     if (pool_) (void)cudaMemPoolDestroy(pool_);
     pool_ = nullptr;
-    workspace_ = nullptr;
+    workspace_.block = nullptr, workspace_.bytes = 0;
     sparse_ = nullptr;
     solver_ = nullptr;
     blas_ = nullptr;
@@ -133,8 +139,7 @@ class context<cuda> {
   cusolverDnHandle_t solver_ = nullptr;
   cusparseHandle_t sparse_ = nullptr;
   cudaMemPool_t pool_ = nullptr;
-  void* workspace_ = nullptr;
-  std::size_t workspace_bytes_ = 0;
+  mutable detail::workspace_slot workspace_;
 };
 
 using cuda_context = context<cuda>;

@@ -13,8 +13,6 @@
 
 namespace h2expr::detail {
 
-inline constexpr std::size_t host_alignment = 64;  // a cache line; enough for any SIMD width
-
 // Large blocks come from the context's cache (host/pool.hpp), small ones from the heap; n tells
 // deallocate which.
 // A request the host cannot meet raises device_out_of_memory (the host space's device is the host).
@@ -23,17 +21,14 @@ T* allocate(context<host>& c, std::size_t n) {
   if (n == 0) return nullptr;
   const std::size_t bytes = checked_bytes<T>(n);
   try {
-    if (host_pool::serves(bytes)) return static_cast<T*>(c.pool().allocate(bytes));
-    return static_cast<T*>(::operator new[](bytes, std::align_val_t(host_alignment)));
+    return static_cast<T*>(host_allocate_bytes(c.pool(), bytes));
   } catch (const std::bad_alloc&) {
     throw device_out_of_memory("h2expr: host allocation of " + std::to_string(bytes) + " bytes failed");
   }
 }
 template <class T>
 void deallocate(context<host>& c, T* p, std::size_t n) noexcept {
-  if (!p) return;
-  if (host_pool::serves(n * sizeof(T))) c.pool().deallocate(p);
-  else ::operator delete[](static_cast<void*>(p), std::align_val_t(host_alignment));
+  host_free_bytes(c.pool(), p, n * sizeof(T));
 }
 
 template <class T>

@@ -203,4 +203,18 @@ class host_pool {
   std::size_t cached_ = 0, limit_;
 };
 
+inline constexpr std::size_t host_alignment = 64;  // a cache line; enough for any SIMD width
+
+// The host space's allocation rule: large blocks from the pool, small ones from the heap (which
+// recycles them itself); host_free_bytes gives a block back by the same rule. Throws std::bad_alloc.
+inline void* host_allocate_bytes(host_pool& pool, std::size_t bytes) {
+  if (host_pool::serves(bytes)) return pool.allocate(bytes);
+  return ::operator new[](bytes, std::align_val_t(host_alignment));
+}
+inline void host_free_bytes(host_pool& pool, void* p, std::size_t bytes) noexcept {
+  if (!p) return;
+  if (host_pool::serves(bytes)) pool.deallocate(p);
+  else ::operator delete[](p, std::align_val_t(host_alignment));
+}
+
 }  // namespace h2expr::detail

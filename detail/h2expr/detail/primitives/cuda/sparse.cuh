@@ -6,6 +6,7 @@
 #include <h2expr/detail/core/cuda/check.cuh>
 #include <h2expr/detail/core/cuda/context.cuh>
 #include <h2expr/detail/core/cuda/memory.cuh>
+#include <h2expr/detail/core/workspace.hpp>
 #include <h2expr/detail/primitives/csr.hpp>
 
 #include <algorithm>
@@ -68,9 +69,11 @@ void csr_multiply(context<cuda>& c, std::int64_t rows, std::int64_t cols, std::i
   std::size_t bytes = 0;
   H2EXPR_CUSPARSE(cusparseSpMM_bufferSize(c.sparse(), none, none, &alpha, A.get(), B.get(), &beta, C.get(), type,
                                           CUSPARSE_SPMM_ALG_DEFAULT, &bytes));
-  void* work = bytes ? c.workspace(bytes) : nullptr;
+  workspace_plan plan;
+  const auto work = plan.add<std::byte>(bytes);
+  const workspace<cuda> ws(c, plan);
   H2EXPR_CUSPARSE(cusparseSpMM(c.sparse(), none, none, &alpha, A.get(), B.get(), &beta, C.get(), type,
-                               CUSPARSE_SPMM_ALG_DEFAULT, work));
+                               CUSPARSE_SPMM_ALG_DEFAULT, bytes ? ws[work] : nullptr));
 }
 
 // The CUDA factor: L and L^T as CSR, both solved NON_TRANSPOSE by SpSM (far faster in cuSPARSE than
