@@ -1,7 +1,8 @@
 #pragma once
 // workspace<Space>: the temporaries of one call (an H2 product's coefficients and reordered blocks, a
 // cuSPARSE product's buffer), lent by the call's context. The context keeps one block, grown to the
-// widest request and reused, so that a call allocates nothing once it has grown.
+// widest request and reused, so that a call allocates nothing once it has grown (the host keeps small
+// blocks only: a large one goes back to its cache of large blocks, which hands it to the next request).
 // One call holds the block at a time. A call that finds it lent (another thread's product on the same
 // context or the same const matrix, or a call made inside one that holds it) gets a block of its own for
 // the call, so that concurrent calls stay correct. Giving the block back needs no synchronization: the
@@ -96,7 +97,7 @@ class workspace {
     workspace_slot& s = c_->workspace_slot();
     std::lock_guard<std::mutex> lock(s.m);
     s.lent = false;
-    if (!c_->keeps_workspace(s.bytes)) {  // past the host's cache limit
+    if (!c_->keeps_workspace(s.bytes)) {  // a large host block: back to the cache of large blocks
       deallocate(*c_, s.block, s.bytes);
       s.block = nullptr, s.bytes = 0;
     }

@@ -8,7 +8,7 @@
 // different sizes, and the block-sparse products are told every node's size (bsr_shape.hpp).
 // A product's temporaries (the coefficients, the reordered blocks) come from its context's workspace
 // (workspace.hpp): once that has grown, a product allocates nothing but the batch arrays of per-node
-// ranks.
+// ranks (on the host, a large workspace comes from the cache of large blocks, already touched).
 #include <h2expr/detail/primitives/batch.hpp>
 #include <h2expr/detail/primitives/batched.hpp>
 #include <h2expr/detail/h2/h2_data.hpp>
