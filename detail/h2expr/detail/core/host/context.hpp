@@ -56,7 +56,7 @@ class context<host> {
   detail::workspace_slot& workspace_slot() { return workspace_; }
   // Whether the workspace keeps a block of `bytes` after its call: a small one (from the heap); a large
   // one goes back to the cache, which keeps it touched for whichever temporary comes next (held aside,
-  // the next phase's temporaries were fresh pages: HARA of A * A 17% slower on the 2D reference).
+  // the next phase's temporaries were fresh pages: HARA of A * A 19% slower on the 2D reference).
   bool keeps_workspace(std::size_t bytes) const { return !detail::host_pool::serves(bytes); }
 
  private:
