@@ -548,6 +548,12 @@ TYPED_TEST_P(batched_test, batches_pick_their_kernel_and_match_the_reference) {
     }
     EXPECT_EQ(C.uniform(), layout != 2);
     EXPECT_EQ(C.stride().has_value(), layout != 1);  // layout 2: strided items of different shapes
+    // Layout 1 keeps its arrays in a room the call holds (as the H2 product's workspace does): exactly
+    // three batches' worth, taken in the order of the arguments.
+    const std::size_t room_bytes = 3 * detail::batch<T, Space>::array_bytes_of(std::size_t(count));
+    buffer<std::byte, Space> room_memory(ctx, layout == 1 ? room_bytes : 0);
+    detail::batch_array_room<Space> room(room_memory.data(), room_memory.size());
+    if (layout == 1) A.keep_arrays_in(room), B.keep_arrays_in(room), C.keep_arrays_in(room);
     if (layout == 0) EXPECT_EQ(*C.stride(), slot);
     if (layout == 2) {  // the batches' arrays in one upload (C named twice), as the space holds them
       detail::upload_together(A, B, C, C);
@@ -566,6 +572,11 @@ TYPED_TEST_P(batched_test, batches_pick_their_kernel_and_match_the_reference) {
       }
     }
     detail::gemm(op::transpose, op::none, T(0.5), A, B, T(-1), C);
+    if (layout == 1) {
+      EXPECT_EQ(room.used(), room_bytes);
+      EXPECT_EQ(reinterpret_cast<const std::byte*>(A.in_space().pointers), room_memory.data());
+      EXPECT_EQ(reinterpret_cast<const std::byte*>(C.in_space().pointers), room_memory.data() + 2 * (room_bytes / 3));
+    }
     const auto got = store[2].to_host();
     for (int i = 0; i < count; ++i) {
       const dense<double> ref = 0.5 * item(0, at[i], ks[i], ms[i]).template cast<double>().transpose() *
@@ -575,6 +586,15 @@ TYPED_TEST_P(batched_test, batches_pick_their_kernel_and_match_the_reference) {
       EXPECT_LT(relative_error(out, ref), tol<T>(10)) << "layout " << layout << " item " << i;
     }
     store[2] = buffer<T, Space>(ctx, std::vector<T>(host[2].data(), host[2].data() + host[2].size()));
+  }
+  {  // A room planned too small is an error, not an overrun.
+    detail::batch<T, Space> X(ctx);
+    X.add(store[2].data(), 2, 2, 8).add(store[2].data() + slot, 3, 2, 8);
+    buffer<std::byte, Space> memory(ctx, 16);
+    detail::batch_array_room<Space> small(memory.data(), memory.size());
+    X.keep_arrays_in(small);
+    EXPECT_THROW((void)X.in_space(), h2expr::error);
+    EXPECT_EQ(small.used(), 0u);
   }
   // Copies: C_i = A_i (uniform, pointer arrays), then C_i = B_i^T (variable-size path), then zero().
   detail::batch<const T, Space> A(ctx), B(ctx);

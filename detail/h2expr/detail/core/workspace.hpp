@@ -98,8 +98,8 @@ class workspace {
     std::lock_guard<std::mutex> lock(s.m);
     s.lent = false;
     if (!c_->keeps_workspace(s.bytes)) {  // a large host block: back to the cache of large blocks
-      deallocate(*c_, s.block, s.bytes);
-      s.block = nullptr, s.bytes = 0;
+      const auto t = s.take_unlent();
+      deallocate(*c_, t.block, t.bytes);
     }
   }
 

@@ -210,7 +210,9 @@ inline bool mpi_cuda_aware() {
 
 // A message's values in the space, where h2expr's kernels pack and unpack them, and the memory MPI
 // reads or writes: the same memory on the host space and for a CUDA-aware MPI, else a page-locked host
-// copy (before_send and after_receive move the values).
+// copy (before_send and after_receive move the values). MPI works outside the stream, so these are
+// the distributed algorithms' waits for it: before_send for the packed values, before_receive for the
+// stream-ordered allocation that MPI is to write.
 template <class T, class Space>
 class message {
  public:
@@ -228,6 +230,10 @@ class message {
       if (staged_ && size()) download_2d(*values_.context(), size(), 1, values_.data(), size(), staged_.get(), size());
       else values_.context()->synchronize();  // MPI reads the packed values: they must be there
     }
+  }
+  void before_receive() {
+    if constexpr (!std::is_same_v<Space, host>)
+      if (!staged_ && size()) values_.context()->synchronize();
   }
   void after_receive() {
     if constexpr (!std::is_same_v<Space, host>)

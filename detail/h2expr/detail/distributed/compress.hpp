@@ -77,7 +77,6 @@ buffer<T, Space> stack_weights(const context_ptr<Space>& ctx, int k, int kp, con
     if (shift > 0)
       factored = gram_factor(ctx, W.data(), H, m, k, root_shift.data(), G.data(), out, static_cast<const T*>(nullptr), {});
     if (!factored) qr_strided<T, Space>(ctx, W.data(), std::int64_t(H) * k, H, m, k, out, k, /*form_q=*/false);
-    ctx->synchronize();  // the item lists and W's next use wait for this group
   }
   return R;
 }
@@ -129,11 +128,9 @@ low_rank_parts<T, Space> distributed_recompress(distributed_data<T, Space>& A, c
   const partition& D = A.dist;
   const auto& ctx = A.ctx;
   const int L = A.depth(), c = D.c, S = D.slots();
-  auto lap = [&](double compress_report::*slot) {
-    ctx->synchronize();
-    const auto now = clock::now();
-    rep.*slot += std::chrono::duration<double>(now - t0).count();
-    t0 = now;
+  auto lap = [&](double compress_report::*slot) {  // the host reads the time: it waits for the stream
+    rep.*slot += seconds_since(*ctx, t0);
+    t0 = clock::now();
   };
   gram_weights gram;
   if constexpr (requires { choose.gram(0); }) gram = choose.gram(L);
@@ -192,11 +189,11 @@ low_rank_parts<T, Space> distributed_recompress(distributed_data<T, Space>& A, c
         require(n_send <= INT32_MAX && n_receive <= INT32_MAX, "distributed compress: a message of more than 2^31 - 1 values");
         sends.emplace_back(ctx, std::size_t(n_send));
         receives.emplace_back(ctx, std::size_t(n_receive));
+        receives.back().before_receive();
         for (int s = 0; s + 1 < S; ++s)
           if (!items[s].empty()) copy_items(ctx, A.blocks[s].data(), sends.back().data(), std::move(items[s]));
         sends.back().before_send();
       }
-      ctx->synchronize();
     });
     comm.agree("distributed compress", {}, packed);
     for (std::size_t i = 0; i < A.peers.size(); ++i) {
@@ -227,7 +224,6 @@ low_rank_parts<T, Space> distributed_recompress(distributed_data<T, Space>& A, c
         }
       }
       for (auto& v : col_index) std::sort(v.begin(), v.end());
-      ctx->synchronize();
     });
     comm.agree("distributed compress", {}, arrived);
   }
@@ -375,7 +371,6 @@ low_rank_parts<T, Space> distributed_recompress(distributed_data<T, Space>& A, c
                                std::int64_t(2) * kc * kc, tmp.data() + h * kc, 2 * kc, std::int64_t(2) * kc * rp, T(0),
                                basis->transfers[l].data() + h * rc, 2 * rc, std::int64_t(2) * rc * rp, parents);
         }
-        ctx->synchronize();  // tmp goes with this scope
       }
       (b == 0 ? next.basis : next.col_basis) = std::move(basis);
     }
@@ -406,7 +401,6 @@ low_rank_parts<T, Space> distributed_recompress(distributed_data<T, Space>& A, c
       next.unit[s] = r[l];
     }
     next.rank = r;
-    ctx->synchronize();
   });
   comm.agree("distributed compress", {}, built);
   lap(&compress_report::seconds_projection);
@@ -450,11 +444,9 @@ compress_report distributed_compress(distributed_data<T, Space>& A, double tol, 
              {{"the tolerance", bits_of(tol)}, {"estimate_error", options.estimate_error}, {"the depth", L}}, bad);
   compress_report rep;
   auto t0 = clock::now();
-  auto lap = [&](double compress_report::*slot) {
-    ctx->synchronize();
-    const auto now = clock::now();
-    rep.*slot += std::chrono::duration<double>(now - t0).count();
-    t0 = now;
+  auto lap = [&](double compress_report::*slot) {  // the host reads the time: it waits for the stream
+    rep.*slot += seconds_since(*ctx, t0);
+    t0 = clock::now();
   };
   rep.memory_before = A.bytes();
   rep.ranks_before = A.rank;

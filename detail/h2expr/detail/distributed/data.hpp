@@ -116,6 +116,7 @@ class c_level_gather {
     for (const auto* f : factors) {
       mine_.emplace_back(A.ctx, std::size_t(counts_[std::size_t(D.rank)]));
       all_.emplace_back(A.ctx, (std::size_t(1) << D.c) * kk);
+      all_.back().before_receive();
       if (mine_.back().size()) copy(*A.ctx, f->data(), mine_.back().data(), mine_.back().size());
       mine_.back().before_send();
     }
@@ -162,6 +163,7 @@ class ghost_factor_exchange {
       require(ghosts <= INT32_MAX && rows.size() <= std::size_t(INT32_MAX), "distributed: a message of more than 2^31 - 1 values");
       sends_.emplace_back(A.ctx, rows.size());
       receives_.emplace_back(A.ctx, std::size_t(ghosts));
+      receives_.back().before_receive();
       const buffer<int, Space> map(A.ctx, rows);
       std::int64_t at = 0;
       for (int s = 0; s + 1 < S; ++s) {  // slot by slot: each level's factors in their own buffer

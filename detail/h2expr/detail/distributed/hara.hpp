@@ -212,12 +212,12 @@ class distributed_sample_builder
         for (const auto& b : blocks) items.push_back({b.rows, b.cols, b.at, n, b.ld, std::max(b.rows, 1)}), n += std::int64_t(b.rows) * b.cols;
         copy_items(ctx_, src, m.data(), std::move(items));
       }
-      ctx_->synchronize();
       m.before_send();
       out.push_back(std::move(m));
       std::int64_t r = 0;
       for (const auto& [dst, blocks] : receive(i)) r += values(blocks);
       in.emplace_back(ctx_, std::size_t(r));
+      in.back().before_receive();
     }
     pending pm;
     for (std::size_t i = 0; i < d.peers.size(); ++i) {
@@ -237,7 +237,6 @@ class distributed_sample_builder
         copy_items(ctx_, in[i].data(), const_cast<T*>(dst), std::move(items));
       }
     }
-    ctx_->synchronize();
   }
 
   // Columns s_ .. s - 1 of Omega (the own and the ghost leaves' rows) and Y = M Omega (the own leaves'),
@@ -290,7 +289,6 @@ class distributed_sample_builder
         if (own > 0)
           gather_rows(c, A_.padded_to_local.data(), std::int64_t(own) * m_, Y.data(), std::max<index>(local_rows, 1),
                       out.data() + std::int64_t(s_ + j - base_) * rows_out, rows_out, cols);
-        c.synchronize();
       }
     };
     const std::uint64_t seed = splitmix64(p_.seed + 0x9e3779b97f4a7c15ull * std::uint64_t(round + 1));
@@ -463,7 +461,6 @@ class distributed_sample_builder
       gemm_items(ctx_, op::none, op::transpose, T(-1), x.data(), v, T(1), e.data(), e3);
       copy_items(ctx_, g.data(), d.d.data(), dg);
       gemm_items(ctx_, op::none, op::none, T(1), u, e.data(), T(1), d.d.data(), d1);
-      ctx_->synchronize();
     }
     g = buffer<T, Space>(), h = buffer<T, Space>(), e = buffer<T, Space>(), x = buffer<T, Space>(), d.rh = buffer<T, Space>();
     receive_transposes(l);  // kept with the level: a finished level's compress_samples reads it again
@@ -519,7 +516,6 @@ class distributed_sample_builder
     copy_items(ctx_, d.d.data(), tr.data(), here, op::transpose);
     if (!there.empty()) copy_items(ctx_, d.rd.data(), tr.data(), there, op::transpose);
     if (d.d.size()) axpby_2d(*ctx_, d.d.size(), 1, T(0.5), tr.data(), d.d.size(), T(0.5), d.d.data(), d.d.size());
-    ctx_->synchronize();
   }
 
   // The parent level's samples: Omega^ = V^T Omega, Y^ = U^T (Y - sum_s D_ts Omega_s) (and Psi^ =
@@ -598,7 +594,6 @@ class distributed_sample_builder
     side(samples(l, true, false), samples(l, false, false), d.nc, d.nr, v, d.kv, kv_[l], u, d.ku, ku_[l], false, up.om, up.y);
     if (!sym_)
       side(samples(l, true, true), samples(l, false, true), d.nr, d.nc, u, d.ku, ku_[l], v, d.kv, kv_[l], true, up.ps, up.z);
-    ctx_->synchronize();
     // The new columns of every parent: (rows, s) at j * ups + old.
     auto new_columns = [&](const std::vector<int>& nodes, bool psi) {
       std::vector<block_ref> b;
@@ -633,13 +628,11 @@ class distributed_sample_builder
       pack.push_back({x.rows, x.cols, x.at, at, x.ld, std::max(x.rows, 1)}),
           unpack.push_back({x.rows, x.cols, at, x.at, std::max(x.rows, 1), x.ld}), at += std::int64_t(x.rows) * x.cols;
     copy_items(ctx_, b, m.data(), std::move(pack));
-    ctx_->synchronize();
-    m.before_send();
+    m.before_send();  // MPI_Allreduce writes where it reads: this also covers before_receive
     // Exact in any order: every entry has one nonzero term.
     mpi_check(MPI_Allreduce(MPI_IN_PLACE, m.mpi(), int(n), mpi_type<T>(), MPI_SUM, comm_.get()), "MPI_Allreduce");
     m.after_receive();
     copy_items(ctx_, m.data(), b, std::move(unpack));
-    ctx_->synchronize();
   }
 
   // The root's D = Y Omega^+ (the compressed matrix of the two top nodes, whole).
@@ -803,7 +796,6 @@ class distributed_sample_builder
         gemm_items(ctx_, op::none, op::transpose, T(1), ec.data(), pd.col_basis(), T(1), C[l].data(), gc);
         gemm_items(ctx_, op::none, op::transpose, T(1), ec.data(), pd.col_basis(), T(1), coupling, gs);
       }
-      ctx_->synchronize();
     }
     // Dense leaves (the leaves' near pairs are the dense blocks, in their order): D + U C V^T.
     {
@@ -825,7 +817,6 @@ class distributed_sample_builder
       copy_items(ctx_, d.d.data(), H.blocks[std::size_t(sd)].data(), cd);
       gemm_items(ctx_, op::none, op::none, T(1), d.u.data(), C[L_].data(), T(0), uc.data(), g1);
       gemm_items(ctx_, op::none, op::transpose, T(1), uc.data(), d.col_basis(), T(1), H.blocks[std::size_t(sd)].data(), g2);
-      ctx_->synchronize();
     }
     build_peer_rows(H);
     return H;

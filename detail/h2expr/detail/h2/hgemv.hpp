@@ -6,9 +6,9 @@
 // op(A) = A^T swaps the bases and reads the blocks by columns, transposed. Per-node ranks (compact
 // bases) run the same phases: the bases' batch views (basis_layout, batch.hpp) then have items of
 // different sizes, and the block-sparse products are told every node's size (bsr_shape.hpp).
-// A product's temporaries (the coefficients, the reordered blocks) come from its context's workspace
-// (workspace.hpp): once that has grown, a product allocates nothing but the batch arrays of per-node
-// ranks (on the host, a large workspace comes from the cache of large blocks, already touched).
+// A product's temporaries (the coefficients, the reordered blocks, the batch arrays of per-node ranks)
+// come from its context's workspace (workspace.hpp): once that has grown, a product allocates nothing
+// (on the host, a large workspace comes from the cache of large blocks, already touched).
 #include <h2expr/detail/primitives/batch.hpp>
 #include <h2expr/detail/primitives/batched.hpp>
 #include <h2expr/detail/h2/h2_data.hpp>
@@ -45,7 +45,9 @@ struct phase_clock {
 // The temporaries of one product of nv vectors, as parts of a workspace plan: the coefficients of
 // every node of every level, x_hat[l] and y_hat[l] stacked (total(l) x nv each, node t at rows at(l, t)),
 // and for the levels of per-node ranks the block-sparse products' sizes and offsets (all levels' in one
-// upload: output nodes from the out basis, input nodes from the in basis, blocks packed in row order).
+// upload: output nodes from the out basis, input nodes from the in basis, blocks packed in row order),
+// and room for the arrays of the sweeps' variable-size batches (three per product of a level whose
+// ranks differ from node to node).
 template <class T, class Space>
 struct hgemv_temporaries {
   basis_layout in, out;
@@ -55,6 +57,8 @@ struct hgemv_temporaries {
   std::vector<std::size_t> shape_at;
   workspace_part<T> coefficients;
   workspace_part<std::int64_t> shapes_part;
+  std::size_t batch_array_bytes = 0;
+  workspace_part<std::byte> batch_arrays;
 
   hgemv_temporaries(const h2_data<T, Space>& A, op trans, int nv, workspace_plan& plan)
       : in((trans == op::none ? *A.col_basis : *A.row_basis).layout(A.rank)),
@@ -84,8 +88,20 @@ struct hgemv_temporaries {
       const auto co = A.coupling_offsets(l, lr, lc);
       shapes.insert(shapes.end(), co.begin(), co.end());
     }
+    // The sweeps' products: at the leaves (2^L items) and per level l > top (2^(l-1) parents); a
+    // product over batches of uniform ranks is strided and needs no arrays.
+    auto arrays = [&](const basis_layout& b, int l, bool transfers) {
+      const bool varies = b.uniform_rank(l) < 0 || (transfers && b.uniform_rank(l - 1) < 0);
+      const int items = transfers ? 1 << (l - 1) : 1 << l;
+      if (varies) batch_array_bytes += 3 * batch<const T, Space>::array_bytes_of(std::size_t(items));
+    };
+    for (const basis_layout* b : {&in, &out}) {
+      arrays(*b, L, false);
+      for (int l = L; l > top; --l) arrays(*b, l, true);
+    }
     coefficients = plan.add<T>(x_at[L + 1] + y_at[L + 1]);
     shapes_part = plan.add<std::int64_t>(shapes.size());
+    batch_arrays = plan.add<std::byte>(batch_array_bytes);
   }
   // Whether level l's coupling products need every node's size (its nodes' ranks differ).
   bool per_node(const h2_data<T, Space>& A, int l) const {
@@ -116,16 +132,20 @@ void hgemv_tree(const h2_data<T, Space>& A, op trans, const T* Xp, std::int64_t 
   }
   const int top = tmp.top;
   // One item per node (or parent) of a level, from the bases' batch views: a strided batch when the
-  // level's ranks are uniform.
+  // level's ranks are uniform, else one whose arrays go to the workspace's room.
   const auto& c = A.ctx;
+  batch_array_room<Space> room(ws[tmp.batch_arrays], tmp.batch_array_bytes);
+  auto sweep = [&](op ta, auto&& a, auto&& b, T beta, auto&& y) {
+    gemm(ta, op::none, T(1), a.keep_arrays_in(room), b.keep_arrays_in(room), beta, y.keep_arrays_in(room));
+  };
   // Upsweep: x_hat = V_leaf^T X at the leaves, then x_hat(parent) = [E_c1; E_c2]^T x_hat(children).
   if (A.rank[L] > 0)
-    gemm(op::transpose, op::none, T(1), li.leaf_batch(c, in.leaves.data(), m),
-         batch<const T, Space>(c, Xp, m, leaves, m, nv, int(ldx)), T(0), li.coefficient_batch(c, xh[L], L, nv));
+    sweep(op::transpose, li.leaf_batch(c, in.leaves.data(), m), batch<const T, Space>(c, Xp, m, leaves, m, nv, int(ldx)),
+          T(0), li.coefficient_batch(c, xh[L], L, nv));
   for (int l = L; l > top; --l)  // k = 0 (childless ranks) writes zeros
     if (A.rank[l - 1] > 0)
-      gemm(op::transpose, op::none, T(1), li.transfer_batch(c, in.transfers[l].data(), l),
-           li.stacked_coefficient_batch(c, xh[l], l, nv), T(0), li.coefficient_batch(c, xh[l - 1], l - 1, nv));
+      sweep(op::transpose, li.transfer_batch(c, in.transfers[l].data(), l), li.stacked_coefficient_batch(c, xh[l], l, nv),
+            T(0), li.coefficient_batch(c, xh[l - 1], l - 1, nv));
   mark(&hgemv_phases::upsweep);
 
   // Coupling: y_hat(t) = sum_s S_ts x_hat(s) per level (or S_st^T x_hat(s) for A^T), one block-sparse
@@ -157,15 +177,15 @@ void hgemv_tree(const h2_data<T, Space>& A, op trans, const T* Xp, std::int64_t 
   // Downsweep: y_hat(children) += [E_c1; E_c2] y_hat(parent).
   for (int l = top + 1; l <= L; ++l)
     if (A.rank[l] > 0 && A.rank[l - 1] > 0)
-      gemm(op::none, op::none, T(1), lo.transfer_batch(c, out.transfers[l].data(), l),
-           lo.coefficient_batch(c, yh[l - 1], l - 1, nv), T(1), lo.stacked_coefficient_batch(c, yh[l], l, nv));
+      sweep(op::none, lo.transfer_batch(c, out.transfers[l].data(), l), lo.coefficient_batch(c, yh[l - 1], l - 1, nv),
+            T(1), lo.stacked_coefficient_batch(c, yh[l], l, nv));
 
   mark(&hgemv_phases::downsweep);
 
   // Leaves: Y = U_leaf y_hat (a rank-0 leaf writes zeros), then the dense leaves add their part.
   if (A.rank[L] > 0)
-    gemm(op::none, op::none, T(1), lo.leaf_batch(c, out.leaves.data(), m), lo.coefficient_batch(c, yh[L], L, nv), T(0),
-         batch<T, Space>(c, Yp, m, leaves, m, nv, int(ldy)));
+    sweep(op::none, lo.leaf_batch(c, out.leaves.data(), m), lo.coefficient_batch(c, yh[L], L, nv), T(0),
+          batch<T, Space>(c, Yp, m, leaves, m, nv, int(ldy)));
   mark(&hgemv_phases::leaves);
   const T leaves_written = A.rank[L] > 0 ? T(1) : T(0);
   const auto& dn = arrays.dense;

@@ -27,6 +27,27 @@
 
 namespace h2expr::detail {
 
+// Room in the space for the arrays of one call's batches, in memory the call holds while it uses them
+// (a part of its workspace, workspace.hpp): batches that keep their arrays here (keep_arrays_in)
+// allocate nothing when a primitive needs them. The call plans the room (batch<>::array_bytes_of per
+// batch that may need its arrays); running past it is an error in h2expr, not in the input.
+template <class Space>
+class batch_array_room {
+ public:
+  batch_array_room(std::byte* at, std::size_t bytes) : at_(at), size_(bytes) {}
+  std::byte* take(std::size_t bytes) {
+    require(bytes <= size_ - used_, "batch arrays: the call planned too little room (a bug in h2expr)");
+    std::byte* p = at_ + used_;
+    used_ += bytes;
+    return p;
+  }
+  std::size_t used() const { return used_; }
+
+ private:
+  std::byte* at_;
+  std::size_t size_, used_ = 0;
+};
+
 template <class T, class Space>
 class batch {
  public:
@@ -100,7 +121,14 @@ class batch {
   // and ld; a multiple of 16, so that parts can follow one another), packing them on the host, and
   // taking them from a shared upload at an offset.
   bool uploaded() const { return uploaded_; }
-  std::size_t array_bytes() const { return (p_.size() * (sizeof(T*) + 3 * sizeof(int)) + 15) / 16 * 16; }
+  static constexpr std::size_t array_bytes_of(std::size_t items) { return (items * (sizeof(T*) + 3 * sizeof(int)) + 15) / 16 * 16; }
+  std::size_t array_bytes() const { return array_bytes_of(p_.size()); }
+  // Keep the arrays in the call's room instead of an allocation of their own (the room outlives the batch's use).
+  batch& keep_arrays_in(batch_array_room<Space>& room) {
+    room_ = &room;
+    return *this;
+  }
+  batch_array_room<Space>* room() const { return room_; }
   void pack_arrays(std::byte* at) const {
     const std::size_t n = p_.size(), pointer_bytes = n * sizeof(T*), int_bytes = n * sizeof(int);
     if (n == 0) return;
@@ -109,39 +137,42 @@ class batch {
     std::memcpy(at + pointer_bytes + int_bytes, cols_.data(), int_bytes);
     std::memcpy(at + pointer_bytes + 2 * int_bytes, ld_.data(), int_bytes);
   }
-  void adopt_arrays(std::shared_ptr<const buffer<std::byte, Space>> space, std::size_t offset) const {
+  // base: the arrays in the space; owner: what keeps them there (null in a room).
+  void adopt_arrays(const std::byte* base, std::shared_ptr<const void> owner) const {
     const std::size_t n = p_.size();
-    const std::byte* base = space->data() + offset;
     const int* ints = reinterpret_cast<const int*>(base + n * sizeof(T*));
     arrays_ = {reinterpret_cast<T* const*>(base), ints, ints + n, ints + 2 * n};
-    arrays_space_ = std::move(space);
+    arrays_space_ = std::move(owner);
     uploaded_ = true;
   }
 
  private:
-  void upload_alone() const {
-    std::vector<std::byte> packed(array_bytes());
-    pack_arrays(packed.data());
-    adopt_arrays(std::make_shared<const buffer<std::byte, Space>>(ctx_, packed), 0);
-  }
+  void upload_alone() const { upload_together(*this); }
 
   ::h2expr::context_ptr<Space> ctx_;
   std::vector<T*> p_;
   std::vector<int> rows_, cols_, ld_;
   int max_rows_ = 0, max_cols_ = 0;
-  mutable std::shared_ptr<const buffer<std::byte, Space>> arrays_space_;  // shared by batches uploaded together
+  batch_array_room<Space>* room_ = nullptr;
+  mutable std::shared_ptr<const void> arrays_space_;  // shared by batches uploaded together
   mutable arrays arrays_{};
   mutable bool uploaded_ = false;
 };
 
-// The arrays of several batches (of one space) that are not in it yet, in one allocation and one
-// transfer: on the GPU each upload from pageable memory waits for the stream, so a call over three
-// variable-size batches would wait three times. A batch may be named twice.
+// The arrays of several batches (of one space) that are not in it yet, in one allocation (or in the
+// room one of them keeps them in) and one transfer: on the GPU each upload from pageable memory waits
+// for the stream, so a call over three variable-size batches would wait three times. A batch may be
+// named twice.
 template <class T0, class Space, class... Rest>
 void upload_together(const batch<T0, Space>& first, const Rest&... rest) {
   const std::array<bool, 1 + sizeof...(Rest)> need{!first.uploaded(), !rest.uploaded()...};
   std::size_t bytes = 0, i = 0;
-  auto add = [&](const auto& b) { bytes += need[i++] ? b.array_bytes() : 0; };
+  batch_array_room<Space>* room = nullptr;
+  auto add = [&](const auto& b) {
+    if (!need[i++]) return;
+    bytes += b.array_bytes();
+    if (!room) room = b.room();
+  };
   add(first), (add(rest), ...);
   if (bytes == 0) return;
   std::vector<std::byte> packed(bytes);
@@ -151,10 +182,19 @@ void upload_together(const batch<T0, Space>& first, const Rest&... rest) {
     if (need[i++]) b.pack_arrays(packed.data() + at), at += b.array_bytes();
   };
   pack(first), (pack(rest), ...);
-  const auto space = std::make_shared<const buffer<std::byte, Space>>(first.shared_ctx(), packed);
+  std::shared_ptr<const buffer<std::byte, Space>> space;
+  const std::byte* base = nullptr;
+  if (room) {
+    std::byte* to = room->take(bytes);
+    upload_2d(first.ctx(), bytes, 1, packed.data(), bytes, to, bytes);
+    base = to;
+  } else {
+    space = std::make_shared<const buffer<std::byte, Space>>(first.shared_ctx(), packed);
+    base = space->data();
+  }
   at = 0, i = 0;
   auto adopt = [&](const auto& b) {
-    if (need[i++]) b.adopt_arrays(space, at), at += b.array_bytes();
+    if (need[i++]) b.adopt_arrays(base + at, space), at += b.array_bytes();
   };
   adopt(first), (adopt(rest), ...);
 }

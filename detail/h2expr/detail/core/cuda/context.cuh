@@ -85,13 +85,7 @@ class context<cuda> {
   // Hands the pool's idle memory back to the driver, after the work queued so far, and the workspace
   // with it when no call holds it.
   void trim() {
-    {
-      std::lock_guard<std::mutex> lock(workspace_.m);
-      if (!workspace_.lent && workspace_.block) {
-        H2EXPR_CUDA(cudaFreeAsync(workspace_.block, stream_));
-        workspace_.block = nullptr, workspace_.bytes = 0;
-      }
-    }
+    if (std::byte* idle = workspace_.take_idle().block) H2EXPR_CUDA(cudaFreeAsync(idle, stream_));
     synchronize();
     if (pool_) H2EXPR_CUDA(cudaMemPoolTrimTo(pool_, 0));
   }

@@ -38,13 +38,8 @@ class context<host> {
   void set_cache_limit(std::size_t bytes) { pool_.set_limit(bytes); }
   std::size_t cached_bytes() const { return pool_.cached_bytes(); }
   void release_cached() {
-    {
-      std::lock_guard<std::mutex> lock(workspace_.m);
-      if (!workspace_.lent) {
-        detail::host_free_bytes(pool_, workspace_.block, workspace_.bytes);
-        workspace_.block = nullptr, workspace_.bytes = 0;
-      }
-    }
+    const auto idle = workspace_.take_idle();
+    detail::host_free_bytes(pool_, idle.block, idle.bytes);
     pool_.release(0);
   }
   // The bytes of the workspace the context keeps for its calls (0 before the first).
