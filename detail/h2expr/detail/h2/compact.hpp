@@ -2,7 +2,8 @@
 // Per-node ranks stored without padding, and back. compress() truncates every node to its own rank;
 // in the uniform layout that leaves zero columns past a node's rank (and zero rows and columns in its
 // coupling blocks), so compact() drops zeros only and the operator is unchanged. The algorithms that
-// reshape bases (orthogonalize, compress) run on the uniform layout, which pad() restores.
+// reshape bases (orthogonalize, compress) run on the uniform layout, which pad() restores; they meet
+// per-node ranks through on_uniform_layout() alone.
 #include <h2expr/detail/h2/h2_data.hpp>
 #include <h2expr/detail/primitives/items.hpp>
 
@@ -10,6 +11,11 @@
 #include <vector>
 
 namespace h2expr::detail {
+
+// The rank every node of every level keeps, per basis (cols == rows for shared bases).
+struct kept_ranks {
+  std::vector<std::vector<int>> rows, cols;
+};
 
 // A basis tree moved from layout `from` into layout `to`: each block keeps its leading
 // min(from, to) rows and columns, anything past them is zero.
@@ -118,6 +124,19 @@ void compact(h2_data<T, Space>& A, std::vector<std::vector<int>> rows, std::vect
   }
   A.row_basis = row;
   A.rank = r;
+}
+
+// Runs `reshape` on A in the uniform layout, then stores A at the node ranks it returns.
+// reshape(A, own) sees A padded, with `own` the node ranks A had (null when it had one rank per level),
+// and returns a kept_ranks (ranks past a node's columns, or past what the layout holds, are lowered).
+template <class T, class Space, class Reshape>
+void on_uniform_layout(h2_data<T, Space>& A, Reshape&& reshape) {
+  kept_ranks own;
+  const bool had = A.compact();
+  if (had) own = {A.row_basis->layout(A.rank).rank, A.col_basis->layout(A.rank).rank};
+  pad(A);
+  kept_ranks kept = reshape(A, had ? &own : nullptr);
+  compact(A, std::move(kept.rows), std::move(kept.cols));
 }
 
 }  // namespace h2expr::detail

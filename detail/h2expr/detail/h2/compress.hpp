@@ -9,6 +9,7 @@
 //   4. projection of the coupling matrices, P_t^T S_ts P_s (transform_coupling).
 // Ranks come out uniform per level (the largest node rank; smaller nodes get zero columns); compress()
 // then stores every node at its own rank (compact.hpp).
+#include <h2expr/detail/h2/compact.hpp>
 #include <h2expr/detail/h2/hgemv.hpp>
 #include <h2expr/detail/primitives/items.hpp>
 #include <h2expr/detail/h2/orthogonalize.hpp>
@@ -496,11 +497,6 @@ void compress_flops(const h2_data<T, Space>& A, const std::vector<int>& k, const
   ph.flops_orthogonalize += orth, ph.flops_weights += weights, ph.flops_truncation += trunc, ph.flops_projection += proj;
 }
 
-// The rank every node of every level keeps, per basis (cols == rows for shared bases).
-struct kept_ranks {
-  std::vector<std::vector<int>> rows, cols;
-};
-
 // Steps 1-4 in place, on the uniform layout; `choose` picks the node ranks from the weights' singular
 // values (see truncation_bases). Ranks become uniform per level at the largest node rank (zero
 // columns past a node's own rank): compact() can then store the node ranks returned.
@@ -524,7 +520,7 @@ double difference_norm(h2_data<T, Space>& A, h2_data<T, Space>& B, int max_steps
 // Steps 1-4 (step 1 only where a basis is not orthonormal already); `error`, when given, receives
 // ||A_before - A_after||_2 (difference_norm) before the old representation is released (no copy of A:
 // both exist at that point anyway). `own`: the node ranks of a compact matrix that pad() has just made
-// uniform (for orthogonalize), null otherwise.
+// uniform (for orthogonalize), null otherwise: on_uniform_layout's.
 template <class T, class Space, class Choose>
 kept_ranks recompress(h2_data<T, Space>& d, Choose&& choose, compress_phases* phases = nullptr, double* error = nullptr,
                       kept_ranks* own = nullptr) {

@@ -88,20 +88,20 @@ struct hgemv_temporaries {
       const auto co = A.coupling_offsets(l, lr, lc);
       shapes.insert(shapes.end(), co.begin(), co.end());
     }
-    // The sweeps' products: at the leaves (2^L items) and per level l > top (2^(l-1) parents); a
-    // product over batches of uniform ranks is strided and needs no arrays.
-    auto arrays = [&](const basis_layout& b, int l, bool transfers) {
-      const bool varies = b.uniform_rank(l) < 0 || (transfers && b.uniform_rank(l - 1) < 0);
-      const int items = transfers ? 1 << (l - 1) : 1 << l;
-      if (varies) batch_array_bytes += 3 * batch<const T, Space>::array_bytes_of(std::size_t(items));
-    };
+    // The sweeps' products: at the leaves (2^L items) and per level l > top (2^(l-1) parents).
     for (const basis_layout* b : {&in, &out}) {
-      arrays(*b, L, false);
-      for (int l = L; l > top; --l) arrays(*b, l, true);
+      if (sweep_varies(*b, L, false)) batch_array_bytes += 3 * batch<const T, Space>::array_bytes_of(std::size_t(1) << L);
+      for (int l = L; l > top; --l)
+        if (sweep_varies(*b, l, true)) batch_array_bytes += 3 * batch<const T, Space>::array_bytes_of(std::size_t(1) << (l - 1));
     }
     coefficients = plan.add<T>(x_at[L + 1] + y_at[L + 1]);
     shapes_part = plan.add<std::int64_t>(shapes.size());
     batch_arrays = plan.add<std::byte>(batch_array_bytes);
+  }
+  // Whether a sweep's product over basis layout b at level l (transfers: between l and l - 1; else the
+  // leaves) has per-node ranks: its three batches then need arrays in the space (uniform ones are strided).
+  static bool sweep_varies(const basis_layout& b, int l, bool transfers) {
+    return b.uniform_rank(l) < 0 || (transfers && b.uniform_rank(l - 1) < 0);
   }
   // Whether level l's coupling products need every node's size (its nodes' ranks differ).
   bool per_node(const h2_data<T, Space>& A, int l) const {
@@ -131,21 +131,50 @@ void hgemv_tree(const h2_data<T, Space>& A, op trans, const T* Xp, std::int64_t 
     yh[l] = coefficients + tmp.x_at[L + 1] + tmp.y_at[l];
   }
   const int top = tmp.top;
-  // One item per node (or parent) of a level, from the bases' batch views: a strided batch when the
-  // level's ranks are uniform, else one whose arrays go to the workspace's room.
-  const auto& c = A.ctx;
-  batch_array_room<Space> room(ws[tmp.batch_arrays], tmp.batch_array_bytes);
-  auto sweep = [&](op ta, auto&& a, auto&& b, T beta, auto&& y) {
-    gemm(ta, op::none, T(1), a.keep_arrays_in(room), b.keep_arrays_in(room), beta, y.keep_arrays_in(room));
+  // The sweeps' products C = op(A) B + beta C, one item per node (or parent) of a level from the bases'
+  // batch views, made first: those over per-node ranks keep their arrays in the workspace's room and
+  // go there in one upload (on the GPU each upload waits for the stream); uniform ones are strided.
+  struct sweep_product {
+    op ta;
+    batch<const T, Space> a, b;
+    T beta;
+    batch<T, Space> c;
+    bool varies;
   };
+  const auto& c = A.ctx;
+  auto cin = [](const T* p) { return p; };
+  std::vector<sweep_product> up, down, last;
   // Upsweep: x_hat = V_leaf^T X at the leaves, then x_hat(parent) = [E_c1; E_c2]^T x_hat(children).
   if (A.rank[L] > 0)
-    sweep(op::transpose, li.leaf_batch(c, in.leaves.data(), m), batch<const T, Space>(c, Xp, m, leaves, m, nv, int(ldx)),
-          T(0), li.coefficient_batch(c, xh[L], L, nv));
+    up.push_back({op::transpose, li.leaf_batch(c, in.leaves.data(), m), batch<const T, Space>(c, Xp, m, leaves, m, nv, int(ldx)),
+                  T(0), li.coefficient_batch(c, xh[L], L, nv), tmp.sweep_varies(li, L, false)});
   for (int l = L; l > top; --l)  // k = 0 (childless ranks) writes zeros
     if (A.rank[l - 1] > 0)
-      sweep(op::transpose, li.transfer_batch(c, in.transfers[l].data(), l), li.stacked_coefficient_batch(c, xh[l], l, nv),
-            T(0), li.coefficient_batch(c, xh[l - 1], l - 1, nv));
+      up.push_back({op::transpose, li.transfer_batch(c, in.transfers[l].data(), l), li.stacked_coefficient_batch(c, cin(xh[l]), l, nv),
+                    T(0), li.coefficient_batch(c, xh[l - 1], l - 1, nv), tmp.sweep_varies(li, l, true)});
+  // Downsweep: y_hat(children) += [E_c1; E_c2] y_hat(parent).
+  for (int l = top + 1; l <= L; ++l)
+    if (A.rank[l] > 0 && A.rank[l - 1] > 0)
+      down.push_back({op::none, lo.transfer_batch(c, out.transfers[l].data(), l), lo.coefficient_batch(c, cin(yh[l - 1]), l - 1, nv),
+                      T(1), lo.stacked_coefficient_batch(c, yh[l], l, nv), tmp.sweep_varies(lo, l, true)});
+  // Leaves: Y = U_leaf y_hat (a rank-0 leaf writes zeros).
+  if (A.rank[L] > 0)
+    last.push_back({op::none, lo.leaf_batch(c, out.leaves.data(), m), lo.coefficient_batch(c, cin(yh[L]), L, nv), T(0),
+                    batch<T, Space>(c, Yp, m, leaves, m, nv, int(ldy)), tmp.sweep_varies(lo, L, false)});
+  batch_array_room<Space> room(ws[tmp.batch_arrays], tmp.batch_array_bytes);
+  std::vector<const batch<const T, Space>*> inputs;
+  std::vector<const batch<T, Space>*> outputs;
+  for (auto* products : {&up, &down, &last})
+    for (sweep_product& p : *products)
+      if (p.varies) {
+        p.a.keep_arrays_in(room), p.b.keep_arrays_in(room), p.c.keep_arrays_in(room);
+        inputs.push_back(&p.a), inputs.push_back(&p.b), outputs.push_back(&p.c);
+      }
+  upload_together(c, inputs, outputs);
+  auto run = [](const std::vector<sweep_product>& products) {
+    for (const sweep_product& p : products) gemm(p.ta, op::none, T(1), p.a, p.b, p.beta, p.c);
+  };
+  run(up);
   mark(&hgemv_phases::upsweep);
 
   // Coupling: y_hat(t) = sum_s S_ts x_hat(s) per level (or S_st^T x_hat(s) for A^T), one block-sparse
@@ -174,18 +203,11 @@ void hgemv_tree(const h2_data<T, Space>& A, op trans, const T* Xp, std::int64_t 
 
   mark(&hgemv_phases::coupling);
 
-  // Downsweep: y_hat(children) += [E_c1; E_c2] y_hat(parent).
-  for (int l = top + 1; l <= L; ++l)
-    if (A.rank[l] > 0 && A.rank[l - 1] > 0)
-      sweep(op::none, lo.transfer_batch(c, out.transfers[l].data(), l), lo.coefficient_batch(c, yh[l - 1], l - 1, nv),
-            T(1), lo.stacked_coefficient_batch(c, yh[l], l, nv));
-
+  run(down);
   mark(&hgemv_phases::downsweep);
 
-  // Leaves: Y = U_leaf y_hat (a rank-0 leaf writes zeros), then the dense leaves add their part.
-  if (A.rank[L] > 0)
-    sweep(op::none, lo.leaf_batch(c, out.leaves.data(), m), lo.coefficient_batch(c, yh[L], L, nv), T(0),
-          batch<T, Space>(c, Yp, m, leaves, m, nv, int(ldy)));
+  // Leaves, then the dense leaves add their part.
+  run(last);
   mark(&hgemv_phases::leaves);
   const T leaves_written = A.rank[L] > 0 ? T(1) : T(0);
   const auto& dn = arrays.dense;

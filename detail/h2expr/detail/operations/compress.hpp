@@ -71,15 +71,15 @@ compress_report compress(h2_matrix<T, Space>& A, double tol, const compress_opti
   // TARGETS.md's problems at 1e-4: 2D 6.7e-5, 3D 7.1e-5; half the budget gave 1.2e-4 in 3D).
   const double eps = tol * rep.norm_estimate / (2 * std::sqrt(double(d.depth() + 1)));
   detail::compress_phases ph;
-  detail::kept_ranks own;  // a compact matrix's node ranks, for its orthogonalization on the padded layout
-  if (d.compact()) own = {d.row_basis->layout(d.rank).rank, d.col_basis->layout(d.rank).rank};
-  detail::pad(d);
   double diff = 0;
-  const auto kept = detail::recompress(d, detail::keep_above{eps, rep.norm_estimate}, &ph,
-                                       options.estimate_error ? &diff : nullptr, own.rows.empty() ? nullptr : &own);
-  const auto t0 = std::chrono::steady_clock::now();
-  detail::compact(d, kept.rows, kept.cols);
-  ph.projection += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();  // storing it
+  detail::kept_ranks kept;
+  std::chrono::steady_clock::time_point stored;
+  detail::on_uniform_layout(d, [&](detail::h2_data<T, Space>& u, detail::kept_ranks* own) {
+    kept = detail::recompress(u, detail::keep_above{eps, rep.norm_estimate}, &ph, options.estimate_error ? &diff : nullptr, own);
+    stored = std::chrono::steady_clock::now();
+    return kept;
+  });
+  ph.projection += std::chrono::duration<double>(std::chrono::steady_clock::now() - stored).count();  // storing it
   rep.seconds_orthogonalize = ph.orthogonalize, rep.seconds_weights = ph.weights;
   rep.seconds_truncation = ph.truncation, rep.seconds_projection = ph.projection;
   rep.flops_orthogonalize = ph.flops_orthogonalize, rep.flops_weights = ph.flops_weights;

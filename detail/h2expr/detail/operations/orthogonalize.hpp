@@ -15,10 +15,10 @@ void orthogonalize(h2_matrix<T, Space>& A) {
   // Per-node ranks: orthogonalize the padded layout (its zero columns give zero rows of the R factors,
   // so the coupling rows past a node's rank stay zero) and store the node ranks again, lowered where a
   // node had more columns than its children together (the extra ones were dependent: now zero).
-  auto rows = d.row_basis->layout(d.rank).rank, cols = d.col_basis->layout(d.rank).rank;
-  detail::pad(d);
-  detail::orthogonalize(d, &rows, &cols);
-  detail::compact(d, std::move(rows), std::move(cols));
+  detail::on_uniform_layout(d, [](detail::h2_data<T, Space>& u, detail::kept_ranks* own) {
+    detail::orthogonalize(u, &own->rows, &own->cols);
+    return std::move(*own);
+  });
 }
 
 }  // namespace h2expr

@@ -15,7 +15,6 @@
 #include <h2expr/detail/core/error.hpp>
 
 #include <algorithm>
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -159,44 +158,60 @@ class batch {
   mutable bool uploaded_ = false;
 };
 
+namespace batch_detail {
+// The arrays of the batches that visit(f) hands to f, those not in the space yet, in one transfer: into
+// the room one of them keeps its arrays in, else into one allocation they share.
+template <class Space, class Visit>
+void upload_arrays(const context_ptr<Space>& ctx, Visit&& visit) {
+  std::vector<char> need;  // per visit, fixed before any batch adopts (a batch may be visited twice)
+  std::size_t bytes = 0;
+  batch_array_room<Space>* room = nullptr;
+  visit([&](const auto& b) {
+    need.push_back(!b.uploaded());
+    if (!need.back()) return;
+    bytes += b.array_bytes();
+    if (!room) room = b.room();
+  });
+  if (bytes == 0) return;
+  std::vector<std::byte> packed(bytes);
+  std::size_t at = 0, i = 0;
+  visit([&](const auto& b) {
+    if (need[i++]) b.pack_arrays(packed.data() + at), at += b.array_bytes();
+  });
+  std::shared_ptr<const buffer<std::byte, Space>> space;
+  const std::byte* base = nullptr;
+  if (room) {
+    std::byte* to = room->take(bytes);
+    upload_2d(*ctx, bytes, 1, packed.data(), bytes, to, bytes);
+    base = to;
+  } else {
+    space = std::make_shared<const buffer<std::byte, Space>>(ctx, packed);
+    base = space->data();
+  }
+  at = 0, i = 0;
+  visit([&](const auto& b) {
+    if (need[i++]) b.adopt_arrays(base + at, space), at += b.array_bytes();
+  });
+}
+}  // namespace batch_detail
+
 // The arrays of several batches (of one space) that are not in it yet, in one allocation (or in the
 // room one of them keeps them in) and one transfer: on the GPU each upload from pageable memory waits
 // for the stream, so a call over three variable-size batches would wait three times. A batch may be
 // named twice.
 template <class T0, class Space, class... Rest>
 void upload_together(const batch<T0, Space>& first, const Rest&... rest) {
-  const std::array<bool, 1 + sizeof...(Rest)> need{!first.uploaded(), !rest.uploaded()...};
-  std::size_t bytes = 0, i = 0;
-  batch_array_room<Space>* room = nullptr;
-  auto add = [&](const auto& b) {
-    if (!need[i++]) return;
-    bytes += b.array_bytes();
-    if (!room) room = b.room();
-  };
-  add(first), (add(rest), ...);
-  if (bytes == 0) return;
-  std::vector<std::byte> packed(bytes);
-  std::size_t at = 0;
-  i = 0;
-  auto pack = [&](const auto& b) {
-    if (need[i++]) b.pack_arrays(packed.data() + at), at += b.array_bytes();
-  };
-  pack(first), (pack(rest), ...);
-  std::shared_ptr<const buffer<std::byte, Space>> space;
-  const std::byte* base = nullptr;
-  if (room) {
-    std::byte* to = room->take(bytes);
-    upload_2d(first.ctx(), bytes, 1, packed.data(), bytes, to, bytes);
-    base = to;
-  } else {
-    space = std::make_shared<const buffer<std::byte, Space>>(first.shared_ctx(), packed);
-    base = space->data();
-  }
-  at = 0, i = 0;
-  auto adopt = [&](const auto& b) {
-    if (need[i++]) b.adopt_arrays(base + at, space), at += b.array_bytes();
-  };
-  adopt(first), (adopt(rest), ...);
+  batch_detail::upload_arrays(first.shared_ctx(), [&](auto&& f) { f(first), (f(rest), ...); });
+}
+// The same for the batches of several calls made first (inputs and outputs), so that a sequence of
+// variable-size calls waits once.
+template <class T, class Space>
+void upload_together(const context_ptr<Space>& ctx, const std::vector<const batch<const T, Space>*>& in,
+                     const std::vector<const batch<T, Space>*>& out) {
+  batch_detail::upload_arrays(ctx, [&](auto&& f) {
+    for (const auto* b : in) f(*b);
+    for (const auto* b : out) f(*b);
+  });
 }
 
 namespace batch_detail {

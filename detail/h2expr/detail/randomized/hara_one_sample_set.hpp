@@ -87,13 +87,13 @@ class one_sample_set_builder
     // node's alone, blind to what its ancestors' couplings weigh in its rows; this one ranks every node
     // by its weights (in the tests a 2D kernel's level-3 rank was 35 without it, 6 with compress()).
     const auto tc = clock::now();
-    pad(H);
     double harmonic = 0;  // keep_frobenius_share lets level l discard budget / l
     for (int l = 1; l <= L_; ++l) harmonic += 1.0 / l;
     const double e = 0.5 * p_.tol * norm_;
-    const auto kept = recompress(H, keep_frobenius_share{e * e / harmonic / (weights_from_rows_alone(H) ? 2 : 1)},
-                                 &total.compression);
-    compact(H, kept.rows, kept.cols);
+    on_uniform_layout(H, [&](h2_data<T, Space>& u, kept_ranks* own) {
+      return recompress(u, keep_frobenius_share{e * e / harmonic / (weights_from_rows_alone(u) ? 2 : 1)},
+                        &total.compression, nullptr, own);
+    });
     ranks_ = H.rank;
     total.seconds_compress = since(tc);
     total.ranks_after = ranks_;
