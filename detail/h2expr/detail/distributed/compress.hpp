@@ -189,10 +189,10 @@ low_rank_parts<T, Space> distributed_recompress(distributed_data<T, Space>& A, c
         require(n_send <= INT32_MAX && n_receive <= INT32_MAX, "distributed compress: a message of more than 2^31 - 1 values");
         sends.emplace_back(ctx, std::size_t(n_send));
         receives.emplace_back(ctx, std::size_t(n_receive));
-        receives.back().before_receive();
         for (int s = 0; s + 1 < S; ++s)
           if (!items[s].empty()) copy_items(ctx, A.blocks[s].data(), sends.back().data(), std::move(items[s]));
         sends.back().before_send();
+        receives.back().before_receive();  // after before_send's wait: nothing left to wait for
       }
     });
     comm.agree("distributed compress", {}, packed);

@@ -116,9 +116,9 @@ class c_level_gather {
     for (const auto* f : factors) {
       mine_.emplace_back(A.ctx, std::size_t(counts_[std::size_t(D.rank)]));
       all_.emplace_back(A.ctx, (std::size_t(1) << D.c) * kk);
-      all_.back().before_receive();
       if (mine_.back().size()) copy(*A.ctx, f->data(), mine_.back().data(), mine_.back().size());
       mine_.back().before_send();
+      all_.back().before_receive();  // after before_send's wait: nothing left to wait for
     }
   }
   void post(const distributed_data<T, Space>& A, std::int64_t& allgather_bytes) {
@@ -163,7 +163,6 @@ class ghost_factor_exchange {
       require(ghosts <= INT32_MAX && rows.size() <= std::size_t(INT32_MAX), "distributed: a message of more than 2^31 - 1 values");
       sends_.emplace_back(A.ctx, rows.size());
       receives_.emplace_back(A.ctx, std::size_t(ghosts));
-      receives_.back().before_receive();
       const buffer<int, Space> map(A.ctx, rows);
       std::int64_t at = 0;
       for (int s = 0; s + 1 < S; ++s) {  // slot by slot: each level's factors in their own buffer
@@ -174,6 +173,7 @@ class ghost_factor_exchange {
         at += n;
       }
       sends_.back().before_send();
+      receives_.back().before_receive();  // after before_send's wait: nothing left to wait for
     }
   }
   // Non-blocking: every message posted; bytes and messages sent added to the counts.

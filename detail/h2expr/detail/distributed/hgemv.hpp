@@ -139,7 +139,6 @@ void distributed_hgemv(const distributed_data<T, Space>& A, op trans, T alpha, c
       for (int s = 0; s < S; ++s) n_sent += rows_sent(i, s), n_ghost += rows_ghost(i, s);
       sends.emplace_back(cp, std::size_t(forward ? n_sent : n_ghost) * nv);
       receives.emplace_back(cp, std::size_t(forward ? n_ghost : n_sent) * nv);
-      receives.back().before_receive();
       T* to = sends.back().data();
       for (int s = 0; s < S; ++s) {
         if (forward && rows_sent(i, s) > 0) {
@@ -154,15 +153,16 @@ void distributed_hgemv(const distributed_data<T, Space>& A, op trans, T alpha, c
         }
       }
       sends.back().before_send();
+      receives.back().before_receive();  // after before_send's wait: the stream has nothing left to wait for
     }
     if (top) {
       require(level_rows(c) * nv <= INT_MAX, "distributed H2 product: the C-level coefficients pass 2^31 - 1 values");
       for (int q = 0; q < D.ranks; ++q) counts[q] = int((std::int64_t(D.first[q + 1]) - D.first[q]) * kc * nv);
       mine = message<T, Space>(cp, std::size_t(counts[D.rank]));
       all = message<T, Space>(cp, std::size_t(level_rows(c)) * nv);
-      all.before_receive();
       copy(ctx, xo[0], mine.data(), mine.size());  // the own C-level rows: one contiguous block
       mine.before_send();
+      all.before_receive();
     }
   });
   comm.agree("distributed H2 product", {}, local);  // no rank posts a message another will not answer
