@@ -549,11 +549,19 @@ TYPED_TEST_P(batched_test, batches_pick_their_kernel_and_match_the_reference) {
     EXPECT_EQ(C.uniform(), layout != 2);
     EXPECT_EQ(C.stride().has_value(), layout != 1);  // layout 2: strided items of different shapes
     // Layout 1 keeps its arrays in a room the call holds (as the H2 product's workspace does): exactly
-    // three batches' worth, taken in the order of the arguments.
-    const std::size_t room_bytes = 3 * detail::batch<T, Space>::array_bytes_of(std::size_t(count));
+    // the call's own staged sizes and three batches' worth, taken in the order of the arguments, and
+    // the sizes go up with the batches' arrays.
+    const std::vector<std::int64_t> sizes{3, 1, 4, 1, 5};
+    const std::size_t arrays = detail::batch<T, Space>::array_bytes_of(std::size_t(count)),
+                      staged = detail::batch_array_room<Space>::template staged_bytes<std::int64_t>(sizes.size()),
+                      room_bytes = staged + 3 * arrays;
     buffer<std::byte, Space> room_memory(ctx, layout == 1 ? room_bytes : 0);
     detail::batch_array_room<Space> room(room_memory.data(), room_memory.size());
-    if (layout == 1) A.keep_arrays_in(room), B.keep_arrays_in(room), C.keep_arrays_in(room);
+    const std::int64_t* sizes_at = nullptr;
+    if (layout == 1) {
+      sizes_at = room.stage(sizes.data(), sizes.size());
+      A.keep_arrays_in(room), B.keep_arrays_in(room), C.keep_arrays_in(room);
+    }
     if (layout == 0) EXPECT_EQ(*C.stride(), slot);
     if (layout == 2) {  // the batches' arrays in one upload (C named twice), as the space holds them
       detail::upload_together(A, B, C, C);
@@ -574,8 +582,12 @@ TYPED_TEST_P(batched_test, batches_pick_their_kernel_and_match_the_reference) {
     detail::gemm(op::transpose, op::none, T(0.5), A, B, T(-1), C);
     if (layout == 1) {
       EXPECT_EQ(room.used(), room_bytes);
-      EXPECT_EQ(reinterpret_cast<const std::byte*>(A.in_space().pointers), room_memory.data());
-      EXPECT_EQ(reinterpret_cast<const std::byte*>(C.in_space().pointers), room_memory.data() + 2 * (room_bytes / 3));
+      EXPECT_EQ(reinterpret_cast<const std::byte*>(sizes_at), room_memory.data());
+      EXPECT_EQ(reinterpret_cast<const std::byte*>(A.in_space().pointers), room_memory.data() + staged);
+      EXPECT_EQ(reinterpret_cast<const std::byte*>(C.in_space().pointers), room_memory.data() + staged + 2 * arrays);
+      std::vector<std::int64_t> sent(sizes.size());
+      detail::download_2d(*ctx, sizes.size(), 1, sizes_at, sizes.size(), sent.data(), sizes.size());
+      EXPECT_EQ(sent, sizes);
     }
     const auto got = store[2].to_host();
     for (int i = 0; i < count; ++i) {
@@ -595,6 +607,16 @@ TYPED_TEST_P(batched_test, batches_pick_their_kernel_and_match_the_reference) {
     X.keep_arrays_in(small);
     EXPECT_THROW((void)X.in_space(), h2expr::error);
     EXPECT_EQ(small.used(), 0u);
+    // Staged values: past the room an error too; within it they go up when the call sends them.
+    const std::int64_t values[3] = {7, -8, 9};
+    EXPECT_THROW((void)small.stage(values, 3), h2expr::error);
+    const std::int64_t* at = small.stage(values, 2);
+    small.send(*ctx);
+    std::int64_t sent[2] = {0, 0};
+    detail::download_2d(*ctx, 2, 1, at, 2, sent, 2);
+    EXPECT_EQ(sent[0], 7);
+    EXPECT_EQ(sent[1], -8);
+    EXPECT_EQ(small.used(), 16u);
   }
   // Copies: C_i = A_i (uniform, pointer arrays), then C_i = B_i^T (variable-size path), then zero().
   detail::batch<const T, Space> A(ctx), B(ctx);

@@ -44,10 +44,10 @@ struct phase_clock {
 
 // The temporaries of one product of nv vectors, as parts of a workspace plan: the coefficients of
 // every node of every level, x_hat[l] and y_hat[l] stacked (total(l) x nv each, node t at rows at(l, t)),
-// and for the levels of per-node ranks the block-sparse products' sizes and offsets (all levels' in one
-// upload: output nodes from the out basis, input nodes from the in basis, blocks packed in row order),
-// and room for the arrays of the sweeps' variable-size batches (three per product of a level whose
-// ranks differ from node to node).
+// and room in the space for the arrays of the products over per-node ranks: the block-sparse products'
+// sizes and offsets (output nodes from the out basis, input nodes from the in basis, blocks packed in
+// row order) and the sweeps' variable-size batches (three per product of a level whose ranks differ
+// from node to node), all in one upload.
 template <class T, class Space>
 struct hgemv_temporaries {
   basis_layout in, out;
@@ -56,7 +56,6 @@ struct hgemv_temporaries {
   std::vector<std::int64_t> shapes;
   std::vector<std::size_t> shape_at;
   workspace_part<T> coefficients;
-  workspace_part<std::int64_t> shapes_part;
   std::size_t batch_array_bytes = 0;
   workspace_part<std::byte> batch_arrays;
 
@@ -89,13 +88,13 @@ struct hgemv_temporaries {
       shapes.insert(shapes.end(), co.begin(), co.end());
     }
     // The sweeps' products: at the leaves (2^L items) and per level l > top (2^(l-1) parents).
+    batch_array_bytes = batch_array_room<Space>::template staged_bytes<std::int64_t>(shapes.size());
     for (const basis_layout* b : {&in, &out}) {
       if (sweep_varies(*b, L, false)) batch_array_bytes += 3 * batch<const T, Space>::array_bytes_of(std::size_t(1) << L);
       for (int l = L; l > top; --l)
         if (sweep_varies(*b, l, true)) batch_array_bytes += 3 * batch<const T, Space>::array_bytes_of(std::size_t(1) << (l - 1));
     }
     coefficients = plan.add<T>(x_at[L + 1] + y_at[L + 1]);
-    shapes_part = plan.add<std::int64_t>(shapes.size());
     batch_arrays = plan.add<std::byte>(batch_array_bytes);
   }
   // Whether a sweep's product over basis layout b at level l (transfers: between l and l - 1; else the
@@ -133,7 +132,8 @@ void hgemv_tree(const h2_data<T, Space>& A, op trans, const T* Xp, std::int64_t 
   const int top = tmp.top;
   // The sweeps' products C = op(A) B + beta C, one item per node (or parent) of a level from the bases'
   // batch views, made first: those over per-node ranks keep their arrays in the workspace's room and
-  // go there in one upload (on the GPU each upload waits for the stream); uniform ones are strided.
+  // go there in one upload with the coupling products' sizes (on the GPU each upload waits for the
+  // stream); uniform ones are strided.
   struct sweep_product {
     op ta;
     batch<const T, Space> a, b;
@@ -162,6 +162,7 @@ void hgemv_tree(const h2_data<T, Space>& A, op trans, const T* Xp, std::int64_t 
     last.push_back({op::none, lo.leaf_batch(c, out.leaves.data(), m), lo.coefficient_batch(c, cin(yh[L]), L, nv), T(0),
                     batch<T, Space>(c, Yp, m, leaves, m, nv, int(ldy)), tmp.sweep_varies(lo, L, false)});
   batch_array_room<Space> room(ws[tmp.batch_arrays], tmp.batch_array_bytes);
+  const std::int64_t* const shapes = room.stage(tmp.shapes.data(), tmp.shapes.size());
   std::vector<const batch<const T, Space>*> inputs;
   std::vector<const batch<T, Space>*> outputs;
   for (auto* products : {&up, &down, &last})
@@ -171,6 +172,7 @@ void hgemv_tree(const h2_data<T, Space>& A, op trans, const T* Xp, std::int64_t 
         inputs.push_back(&p.a), inputs.push_back(&p.b), outputs.push_back(&p.c);
       }
   upload_together(c, inputs, outputs);
+  room.send(ctx);  // the sizes, when no sweep's batch took them along
   auto run = [](const std::vector<sweep_product>& products) {
     for (const sweep_product& p : products) gemm(p.ta, op::none, T(1), p.a, p.b, p.beta, p.c);
   };
@@ -178,10 +180,7 @@ void hgemv_tree(const h2_data<T, Space>& A, op trans, const T* Xp, std::int64_t 
   mark(&hgemv_phases::upsweep);
 
   // Coupling: y_hat(t) = sum_s S_ts x_hat(s) per level (or S_st^T x_hat(s) for A^T), one block-sparse
-  // product per level; levels of per-node ranks read their sizes and offsets from the workspace.
-  std::int64_t* const shapes = ws[tmp.shapes_part];
-  if (!tmp.shapes.empty())
-    upload_2d(ctx, tmp.shapes.size(), 1, tmp.shapes.data(), tmp.shapes.size(), shapes, tmp.shapes.size());
+  // product per level; levels of per-node ranks read their sizes and offsets from the room.
   for (int l = top; l <= L; ++l) {
     const int k = A.rank[l];
     if (k == 0) continue;

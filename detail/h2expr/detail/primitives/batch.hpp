@@ -28,23 +28,42 @@ namespace h2expr::detail {
 
 // Room in the space for the arrays of one call's batches, in memory the call holds while it uses them
 // (a part of its workspace, workspace.hpp): batches that keep their arrays here (keep_arrays_in)
-// allocate nothing when a primitive needs them. The call plans the room (batch<>::array_bytes_of per
-// batch that may need its arrays); running past it is an error in h2expr, not in the input.
+// allocate nothing when a primitive needs them. The call may stage arrays of its own too (the sizes of
+// its block-sparse products, say): they go to the space with the next batches' arrays, in the same
+// transfer (on the GPU each upload waits for the stream), or when the call sends them itself. The call
+// plans the room (batch<>::array_bytes_of per batch that may need its arrays, staged_bytes for its
+// own); running past it is an error in h2expr, not in the input.
 template <class Space>
 class batch_array_room {
  public:
   batch_array_room(std::byte* at, std::size_t bytes) : at_(at), size_(bytes) {}
-  std::byte* take(std::size_t bytes) {
+  template <class U>
+  static constexpr std::size_t staged_bytes(std::size_t count) { return (count * sizeof(U) + 15) / 16 * 16; }
+  // Where values will be in the space once the room is sent (a multiple of 16 bytes taken, so that
+  // parts can follow one another).
+  template <class U>
+  U* stage(const U* values, std::size_t count) {
+    const std::size_t bytes = staged_bytes<U>(count);
     require(bytes <= size_ - used_, "batch arrays: the call planned too little room (a bug in h2expr)");
-    std::byte* p = at_ + used_;
+    std::byte* to = at_ + used_;
     used_ += bytes;
-    return p;
+    const std::size_t at = pending_.size();
+    pending_.resize(at + bytes);
+    if (count > 0) std::memcpy(pending_.data() + at, values, count * sizeof(U));
+    return reinterpret_cast<U*>(to);
+  }
+  // What is staged, to the space in one transfer (nothing when nothing is).
+  void send(context<Space>& ctx) {
+    if (pending_.empty()) return;
+    upload_2d(ctx, pending_.size(), 1, pending_.data(), pending_.size(), at_ + used_ - pending_.size(), pending_.size());
+    pending_.clear();
   }
   std::size_t used() const { return used_; }
 
  private:
   std::byte* at_;
   std::size_t size_, used_ = 0;
+  std::vector<std::byte> pending_;  // the last pending_.size() bytes taken, not sent yet
 };
 
 template <class T, class Space>
@@ -181,9 +200,8 @@ void upload_arrays(const context_ptr<Space>& ctx, Visit&& visit) {
   std::shared_ptr<const buffer<std::byte, Space>> space;
   const std::byte* base = nullptr;
   if (room) {
-    std::byte* to = room->take(bytes);
-    upload_2d(*ctx, bytes, 1, packed.data(), bytes, to, bytes);
-    base = to;
+    base = room->stage(packed.data(), bytes);
+    room->send(*ctx);
   } else {
     space = std::make_shared<const buffer<std::byte, Space>>(ctx, packed);
     base = space->data();
