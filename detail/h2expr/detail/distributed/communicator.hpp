@@ -210,37 +210,43 @@ inline bool mpi_cuda_aware() {
 
 // A message's values in the space, where h2expr's kernels pack and unpack them, and the memory MPI
 // reads or writes: the same memory on the host space and for a CUDA-aware MPI, else a page-locked host
-// copy (before_send and after_receive move the values). MPI works outside the stream, so these are
-// the distributed algorithms' waits for it: before_send for the packed values, before_receive for the
-// stream-ordered allocation that MPI is to write.
+// copy (before_send and after_receive move the values). The values are the message's own, or a part of
+// the calling product's workspace (workspace.hpp), so that a product allocates none per call. MPI works
+// outside the stream, so these are the distributed algorithms' waits for it: before_send for the packed
+// values, before_receive for the stream-ordered memory that MPI is to write.
 template <class T, class Space>
 class message {
  public:
-  message(const context_ptr<Space>& ctx, std::size_t n) : values_(ctx, n) {
-#if defined(H2EXPR_CUDA_SPACE)
-    if constexpr (!std::is_same_v<Space, host>)
-      if (!mpi_cuda_aware()) staged_.reset(allocate_pinned<T>(n));
-#endif
+  message(const context_ptr<Space>& ctx, std::size_t n) : owned_(ctx, n), values_(owned_.data()), size_(n), ctx_(ctx) {
+    stage();
   }
-  T* data() { return values_.data(); }
-  std::size_t size() const { return values_.size(); }
-  T* mpi() { return staged_ ? staged_.get() : values_.data(); }
+  // n values at `values`, memory the caller holds while the message is in use.
+  message(const context_ptr<Space>& ctx, T* values, std::size_t n) : values_(values), size_(n), ctx_(ctx) { stage(); }
+  T* data() { return values_; }
+  std::size_t size() const { return size_; }
+  T* mpi() { return staged_ ? staged_.get() : values_; }
   void before_send() {
     if constexpr (!std::is_same_v<Space, host>) {
-      if (staged_ && size()) download_2d(*values_.context(), size(), 1, values_.data(), size(), staged_.get(), size());
-      else values_.context()->synchronize();  // MPI reads the packed values: they must be there
+      if (staged_ && size_) download_2d(*ctx_, size_, 1, values_, size_, staged_.get(), size_);
+      else ctx_->synchronize();  // MPI reads the packed values: they must be there
     }
   }
   void before_receive() {
     if constexpr (!std::is_same_v<Space, host>)
-      if (!staged_ && size()) values_.context()->synchronize();
+      if (!staged_ && size_) ctx_->synchronize();
   }
   void after_receive() {
     if constexpr (!std::is_same_v<Space, host>)
-      if (staged_ && size()) upload_2d(*values_.context(), size(), 1, staged_.get(), size(), values_.data(), size());
+      if (staged_ && size_) upload_2d(*ctx_, size_, 1, staged_.get(), size_, values_, size_);
   }
 
  private:
+  void stage() {
+#if defined(H2EXPR_CUDA_SPACE)
+    if constexpr (!std::is_same_v<Space, host>)
+      if (!mpi_cuda_aware()) staged_.reset(allocate_pinned<T>(size_));
+#endif
+  }
   struct release_pinned {
     void operator()(T* p) const noexcept {
 #if defined(H2EXPR_CUDA_SPACE)
@@ -250,7 +256,10 @@ class message {
 #endif
     }
   };
-  buffer<T, Space> values_;
+  buffer<T, Space> owned_;  // empty for values in a workspace
+  T* values_;
+  std::size_t size_;
+  context_ptr<Space> ctx_;
   std::unique_ptr<T, release_pinned> staged_;  // empty on the host space and for a CUDA-aware MPI
 };
 

@@ -190,19 +190,20 @@ class distributed_sample_builder
     std::int64_t at;
     int ld;
   };
-  using block_group = std::pair<const T*, std::vector<block_ref>>;  // a source and its blocks
+  using block_group = std::pair<const T*, std::vector<block_ref>>;   // a source and its blocks
+  using block_target = std::pair<T*, std::vector<block_ref>>;        // a destination and its blocks
   static std::int64_t values(const std::vector<block_ref>& blocks) {
     std::int64_t n = 0;
     for (const auto& b : blocks) n += std::int64_t(b.rows) * b.cols;
     return n;
   }
-  // One message each way per neighbour of level d: to peers[i] the groups of send(i), from it those of
-  // receive(i) (their destinations), all in that order.
+  // One message each way per neighbour of level d: to peers[i] the groups of send(i) (block_group or
+  // block_target), from it those of receive(i) (block_target: their destinations), all in that order.
   template <class Send, class Receive>
   void exchange(const level_data& d, Send send, Receive receive) {
     std::vector<message<T, Space>> out, in;
     for (std::size_t i = 0; i < d.peers.size(); ++i) {
-      const std::vector<block_group> groups = send(i);
+      const auto groups = send(i);
       std::int64_t n = 0;
       for (const auto& [src, blocks] : groups) n += values(blocks);
       message<T, Space> m(ctx_, std::size_t(n));
@@ -234,7 +235,7 @@ class distributed_sample_builder
       for (const auto& [dst, blocks] : receive(i)) {
         std::vector<item_copy> items;
         for (const auto& b : blocks) items.push_back({b.rows, b.cols, n, b.at, std::max(b.rows, 1), b.ld}), n += std::int64_t(b.rows) * b.cols;
-        copy_items(ctx_, in[i].data(), const_cast<T*>(dst), std::move(items));
+        copy_items(ctx_, in[i].data(), dst, std::move(items));
       }
     }
   }
@@ -304,17 +305,17 @@ class distributed_sample_builder
 
   // Level l's panels: Omega (omega_side) or Y, or with transpose_side Psi or Z.
   panel samples(int l, bool omega_side, bool transpose_side) {
-    const auto& d = lv_[l];
+    auto& d = lv_[l];
     panel p;
     p.at.resize(std::size_t(d.nodes()));
     if (l == L_) {
-      const buffer<T, Space>& b = transpose_side ? (omega_side ? psi_ : z_) : (omega_side ? omega_ : y_);
-      p.base = const_cast<T*>(b.data());
+      buffer<T, Space>& b = transpose_side ? (omega_side ? psi_ : z_) : (omega_side ? omega_ : y_);
+      p.base = b.data();
       p.ld = int(std::int64_t(std::max(omega_side ? d.nodes() : d.own, 1)) * m_);
       for (int t = 0; t < d.nodes(); ++t) p.at[t] = std::int64_t(t) * m_ - std::int64_t(base_) * p.ld;  // + column * ld
     } else {
-      const buffer<T, Space>& b = transpose_side ? (omega_side ? d.ps : d.z) : (omega_side ? d.om : d.y);
-      p.base = const_cast<T*>(b.data());
+      buffer<T, Space>& b = transpose_side ? (omega_side ? d.ps : d.z) : (omega_side ? d.om : d.y);
+      p.base = b.data();
       p.ld = d.ld;
       for (int t = 0; t < d.nodes(); ++t) p.at[t] = (std::int64_t(t) * (s_ - d.first) - d.first) * d.ld;  // + column * ld
     }
@@ -424,7 +425,7 @@ class distributed_sample_builder
             std::vector<block_ref> bv, bh;
             for (int t : d.recv_nodes[i]) bv.push_back({d.nc[t], d.kv[t], d.basis_at(t), d.ld});
             for (int e : d.recv_pairs[i]) bh.push_back({d.nc[d.f.col[e]], d.nr[row_of(d, e)], d.pair(d.slot[e]), d.ld});
-            return std::vector<block_group>{{v, bv}, {d.rh.data(), bh}};
+            return std::vector<block_target>{{v, bv}, {d.rh.data(), bh}};
           });
     }
 
@@ -491,7 +492,7 @@ class distributed_sample_builder
         [&](std::size_t i) {
           std::vector<block_ref> receive;
           for (int e : d.recv_pairs[i]) receive.push_back({d.nr[d.f.col[e]], d.nc[row_of(d, e)], d.pair(d.slot[e]), ld});
-          return std::vector<block_group>{{d.rd.data(), receive}};
+          return std::vector<block_target>{{d.rd.data(), receive}};
         });
   }
 
@@ -609,7 +610,7 @@ class distributed_sample_builder
         if (b->size()) sum_over_ranks(b->data(), whole);
     } else if (!up.top) {  // the ghosts' compressed samples (their Omega^ and Psi^ alone are read here)
       auto blocks = [&](const std::vector<int>& nodes) {
-        return std::vector<block_group>{{up.om.data(), new_columns(nodes, false)},
+        return std::vector<block_target>{{up.om.data(), new_columns(nodes, false)},
                                         {up.ps.data(), sym_ ? std::vector<block_ref>{} : new_columns(nodes, true)}};
       };
       exchange(

@@ -74,6 +74,25 @@ void distributed_hgemv(const distributed_data<T, Space>& A, op trans, T alpha, c
   if (top)  // x of the levels top_level .. c, y of the levels top_level .. c
     for (int l = A.top_level; l <= c; ++l)
       xf_at[l] = plan.add<T>(std::size_t(level_rows(l)) * nv), yf_at[l] = plan.add<T>(std::size_t(level_rows(l)) * nv);
+  // Messages, one per neighbour each way: the own rows a neighbour's blocks read (A), or the partial
+  // outputs of the ghosts (A^T), every slot's one after the other; and the allgather of the C-level
+  // coefficients, when the top has blocks. Their values are parts of the workspace too.
+  const std::size_t P = A.peers.size();
+  auto rows_sent = [&](std::size_t i, int s) { return A.peer_row_at[i][s + 1] - A.peer_row_at[i][s]; };
+  auto rows_ghost = [&](std::size_t i, int s) {
+    return std::int64_t(A.peers[i].receive[s].second - A.peers[i].receive[s].first) * A.unit[s];
+  };
+  std::vector<std::size_t> send_size(P), receive_size(P);
+  std::vector<workspace_part<T>> send_at(P), receive_at(P);
+  for (std::size_t i = 0; i < P; ++i) {
+    std::int64_t n_sent = 0, n_ghost = 0;
+    for (int s = 0; s < S; ++s) n_sent += rows_sent(i, s), n_ghost += rows_ghost(i, s);
+    send_size[i] = std::size_t(forward ? n_sent : n_ghost) * nv, receive_size[i] = std::size_t(forward ? n_ghost : n_sent) * nv;
+    send_at[i] = plan.add<T>(send_size[i]), receive_at[i] = plan.add<T>(receive_size[i]);
+  }
+  const std::size_t mine_size = top ? std::size_t(std::int64_t(D.first[D.rank + 1]) - D.first[D.rank]) * kc * nv : 0,
+                    all_size = top ? std::size_t(level_rows(c)) * nv : 0;
+  const auto mine_at = plan.add<T>(mine_size), all_at = plan.add<T>(all_size);
   std::optional<workspace<Space>> ws;  // taken in the first checked phase: a rank that cannot fails there
   std::vector<T*> xo(S), yo(S), g(S), xf(c + 1), yf(c + 1);
   auto block_at = [&](int s, bool off) {  // the first block of a split
@@ -95,19 +114,11 @@ void distributed_hgemv(const distributed_data<T, Space>& A, op trans, T alpha, c
                off ? g[s] : yo[s], off ? lg : lo, nv, b);
   };
 
-  // Messages, one per neighbour each way: the own rows a neighbour's blocks read (A), or the partial
-  // outputs of the ghosts (A^T), every slot's one after the other.
-  const std::size_t P = A.peers.size();
   std::vector<message<T, Space>> sends, receives;
   sends.reserve(P), receives.reserve(P);
   pending messages;
-  auto rows_sent = [&](std::size_t i, int s) { return A.peer_row_at[i][s + 1] - A.peer_row_at[i][s]; };
-  auto rows_ghost = [&](std::size_t i, int s) {
-    return std::int64_t(A.peers[i].receive[s].second - A.peers[i].receive[s].first) * A.unit[s];
-  };
-
-  // The allgather of the C-level coefficients, when the top has blocks: its buffers are made before the
-  // check below, so that no rank fails between it and the collective.
+  // The allgather's messages are made before the check below, so that no rank fails between it and the
+  // collective.
   std::vector<int> counts(static_cast<std::size_t>(D.ranks));
   message<T, Space> mine(cp, 0), all(cp, 0);
 
@@ -135,10 +146,8 @@ void distributed_hgemv(const distributed_data<T, Space>& A, op trans, T alpha, c
     if (!forward)
       for (int s = 0; s < S; ++s) split_product(s, true, T(0));
     for (std::size_t i = 0; i < P; ++i) {
-      std::int64_t n_sent = 0, n_ghost = 0;
-      for (int s = 0; s < S; ++s) n_sent += rows_sent(i, s), n_ghost += rows_ghost(i, s);
-      sends.emplace_back(cp, std::size_t(forward ? n_sent : n_ghost) * nv);
-      receives.emplace_back(cp, std::size_t(forward ? n_ghost : n_sent) * nv);
+      sends.emplace_back(cp, (*ws)[send_at[i]], send_size[i]);
+      receives.emplace_back(cp, (*ws)[receive_at[i]], receive_size[i]);
       T* to = sends.back().data();
       for (int s = 0; s < S; ++s) {
         if (forward && rows_sent(i, s) > 0) {
@@ -158,8 +167,8 @@ void distributed_hgemv(const distributed_data<T, Space>& A, op trans, T alpha, c
     if (top) {
       require(level_rows(c) * nv <= INT_MAX, "distributed H2 product: the C-level coefficients pass 2^31 - 1 values");
       for (int q = 0; q < D.ranks; ++q) counts[q] = int((std::int64_t(D.first[q + 1]) - D.first[q]) * kc * nv);
-      mine = message<T, Space>(cp, std::size_t(counts[D.rank]));
-      all = message<T, Space>(cp, std::size_t(level_rows(c)) * nv);
+      mine = message<T, Space>(cp, (*ws)[mine_at], mine_size);
+      all = message<T, Space>(cp, (*ws)[all_at], all_size);
       copy(ctx, xo[0], mine.data(), mine.size());  // the own C-level rows: one contiguous block
       mine.before_send();
       all.before_receive();

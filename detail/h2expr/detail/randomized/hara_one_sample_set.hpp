@@ -200,17 +200,17 @@ class one_sample_set_builder
   }
 
   panel samples(int l, bool omega_side, bool transpose_side) {
-    const auto& d = lv_[l];
+    auto& d = lv_[l];
     const int nodes = 1 << l;
     panel p;
     p.at.resize(nodes);
     if (l == L_) {
-      const buffer<T, Space>& b = transpose_side ? (omega_side ? psi_ : z_) : (omega_side ? omega_ : y_);
-      p.base = const_cast<T*>(b.data()), p.ld = int(np_);
+      buffer<T, Space>& b = transpose_side ? (omega_side ? psi_ : z_) : (omega_side ? omega_ : y_);
+      p.base = b.data(), p.ld = int(np_);
       for (int t = 0; t < nodes; ++t) p.at[t] = std::int64_t(t) * m_ - std::int64_t(base_) * np_;  // + column * np_
     } else {
-      const buffer<T, Space>& b = transpose_side ? (omega_side ? d.ps : d.z) : (omega_side ? d.om : d.y);
-      p.base = const_cast<T*>(b.data()), p.ld = d.ld;
+      buffer<T, Space>& b = transpose_side ? (omega_side ? d.ps : d.z) : (omega_side ? d.om : d.y);
+      p.base = b.data(), p.ld = d.ld;
       for (int t = 0; t < nodes; ++t) p.at[t] = (std::int64_t(t) * (s_ - d.first) - d.first) * d.ld;  // + column * ld
     }
     return p;

@@ -123,48 +123,41 @@ void thin_svd(const A& a, dense<T>& U, Eigen::Matrix<T, Eigen::Dynamic, 1>& S, d
   }
 }
 
-// The first exception of a parallel loop's items, rethrown after the loop: one that leaves an OpenMP
-// region terminates the program.
-class loop_errors {
- public:
-  template <class F>
-  void run(F&& f) noexcept {
+// item(i) for i < count on OpenMP threads (BLAS on one thread each; a dynamic schedule, as the items
+// differ in size). The first exception of an item is rethrown after the loop: one that leaves an
+// OpenMP region terminates the program.
+template <class F>
+void for_each_item(int count, F&& item) {
+  const blas_one_thread one_thread(count);
+  std::mutex mutex;
+  std::exception_ptr first;
+#pragma omp parallel for schedule(dynamic)
+  for (int i = 0; i < count; ++i) {
     try {
-      f();
+      item(i);
     } catch (...) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!first_) first_ = std::current_exception();
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!first) first = std::current_exception();
     }
   }
-  void rethrow() const {
-    if (first_) std::rethrow_exception(first_);
-  }
-
- private:
-  std::mutex mutex_;
-  std::exception_ptr first_;
-};
+  if (first) std::rethrow_exception(first);
+}
 
 // A_i = U_i diag(S_i) V_i^T, p = min(m, n): A_i := U_i (m x p); S_i (p values, descending);
 // V_i (n x p). V may be null (only U and S wanted).
 template <class T>
 void svd_vbatched(context<host>&, const int* m, const int* n, T* const* A, const int* lda, T* const* S,
                   T* const* V, const int* ldv, int count, int /*max_m*/, int /*max_n*/) {
-  const blas_one_thread one_thread(count);
-  loop_errors errors;
-#pragma omp parallel for schedule(dynamic)
-  for (int i = 0; i < count; ++i)
-    errors.run([&] {
-      const int p = std::min(m[i], n[i]);
-      auto a = map_block(A[i], m[i], n[i], lda[i]);
-      dense<T> u, v;
-      Eigen::Matrix<T, Eigen::Dynamic, 1> s;
-      thin_svd<T>(a, u, s, v);
-      for (int j = 0; j < p; ++j) S[i][j] = s(j);
-      if (V) map_block(V[i], n[i], p, ldv[i]) = v;
-      a.leftCols(p) = u;
-    });
-  errors.rethrow();
+  for_each_item(count, [&](int i) {
+    const int p = std::min(m[i], n[i]);
+    auto a = map_block(A[i], m[i], n[i], lda[i]);
+    dense<T> u, v;
+    Eigen::Matrix<T, Eigen::Dynamic, 1> s;
+    thin_svd<T>(a, u, s, v);
+    for (int j = 0; j < p; ++j) S[i][j] = s(j);
+    if (V) map_block(V[i], n[i], p, ldv[i]) = v;
+    a.leftCols(p) = u;
+  });
 }
 
 // Right singular pairs of a (m >= n, in double) from the eigenvectors of its Gram matrix a^T a: every
@@ -287,19 +280,14 @@ void right_singular(const A& a, double resolve, Eigen::Matrix<T, Eigen::Dynamic,
 template <class T>
 void svd_right_vbatched(context<host>&, const int* m, const int* n, T* const* A, const int* lda, T* const* S,
                         T* const* V, const int* ldv, int count, int /*max_m*/, int /*max_n*/, double resolve) {
-  const blas_one_thread one_thread(count);
-  loop_errors errors;
-#pragma omp parallel for schedule(dynamic)
-  for (int i = 0; i < count; ++i)
-    errors.run([&] {
-      const int p = std::min(m[i], n[i]);
-      Eigen::Matrix<T, Eigen::Dynamic, 1> s;
-      dense<T> v;
-      right_singular<T>(map_block(A[i], m[i], n[i], lda[i]), resolve, s, v);
-      for (int j = 0; j < p; ++j) S[i][j] = s(j);
-      map_block(V[i], n[i], p, ldv[i]) = v.leftCols(p);
-    });
-  errors.rethrow();
+  for_each_item(count, [&](int i) {
+    const int p = std::min(m[i], n[i]);
+    Eigen::Matrix<T, Eigen::Dynamic, 1> s;
+    dense<T> v;
+    right_singular<T>(map_block(A[i], m[i], n[i], lda[i]), resolve, s, v);
+    for (int j = 0; j < p; ++j) S[i][j] = s(j);
+    map_block(V[i], n[i], p, ldv[i]) = v.leftCols(p);
+  });
 }
 
 }  // namespace h2expr::detail
