@@ -43,16 +43,27 @@ class batch_array_room {
   // parts can follow one another).
   template <class U>
   U* stage(const U* values, std::size_t count) {
-    const std::size_t bytes = staged_bytes<U>(count);
-    require(bytes <= size_ - used_, "batch arrays: the call planned too little room (a bug in h2expr)");
-    std::byte* to = at_ + used_;
-    used_ += bytes;
-    const std::size_t at = pending_.size();
-    pending_.resize(at + bytes);
-    if (count > 0) std::memcpy(pending_.data() + at, values, count * sizeof(U));
-    return reinterpret_cast<U*>(to);
+    return reinterpret_cast<U*>(stage_packed(count * sizeof(U), [&](std::byte* to) {
+      if (count > 0) std::memcpy(to, values, count * sizeof(U));
+    }));
   }
-  // What is staged, to the space in one transfer (nothing when nothing is).
+  // The same for `bytes` that pack(to) writes straight into the staging (on the host: the room itself).
+  template <class Pack>
+  std::byte* stage_packed(std::size_t bytes, Pack&& pack) {
+    const std::size_t taken = staged_bytes<std::byte>(bytes);
+    require(taken <= size_ - used_, "batch arrays: the call planned too little room (a bug in h2expr)");
+    std::byte* to = at_ + used_;
+    used_ += taken;
+    if constexpr (std::is_same_v<Space, host>) {  // the room is host memory: packed in place, nothing to send
+      pack(to);
+      return to;
+    }
+    const std::size_t at = pending_.size();
+    pending_.resize(at + taken);
+    pack(pending_.data() + at);
+    return to;
+  }
+  // What is staged, to the space in one transfer (nothing when nothing is; on the host, always nothing).
   void send(context<Space>& ctx) {
     if (pending_.empty()) return;
     upload_2d(ctx, pending_.size(), 1, pending_.data(), pending_.size(), at_ + used_ - pending_.size(), pending_.size());
@@ -192,21 +203,24 @@ void upload_arrays(const context_ptr<Space>& ctx, Visit&& visit) {
     if (!room) room = b.room();
   });
   if (bytes == 0) return;
-  std::vector<std::byte> packed(bytes);
-  std::size_t at = 0, i = 0;
-  visit([&](const auto& b) {
-    if (need[i++]) b.pack_arrays(packed.data() + at), at += b.array_bytes();
-  });
+  auto pack = [&](std::byte* to) {
+    std::size_t at = 0, i = 0;
+    visit([&](const auto& b) {
+      if (need[i++]) b.pack_arrays(to + at), at += b.array_bytes();
+    });
+  };
   std::shared_ptr<const buffer<std::byte, Space>> space;
   const std::byte* base = nullptr;
-  if (room) {
-    base = room->stage(packed.data(), bytes);
+  if (room) {  // packed straight into the room's staging, which goes up with what the call staged before
+    base = room->stage_packed(bytes, pack);
     room->send(*ctx);
   } else {
+    std::vector<std::byte> packed(bytes);
+    pack(packed.data());
     space = std::make_shared<const buffer<std::byte, Space>>(ctx, packed);
     base = space->data();
   }
-  at = 0, i = 0;
+  std::size_t at = 0, i = 0;
   visit([&](const auto& b) {
     if (need[i++]) b.adopt_arrays(base + at, space), at += b.array_bytes();
   });
