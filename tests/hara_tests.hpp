@@ -267,6 +267,19 @@ TYPED_TEST_P(hara_test, bad_input_is_a_clear_error) {
   }
   // relative_error needs equal shapes.
   EXPECT_THROW(h2expr::relative_error(A, small, 10), dimension_mismatch);
+  // Samples past the host's memory (here a limit of 64 KB; by default what the system has available):
+  // an error naming them before any is written, not a process killed touching them.
+  if constexpr (std::is_same_v<Space, host>) {
+    this->ctx_->set_memory_limit(std::size_t(64) << 10);
+    try {
+      (void)hara(A, 1e-3);
+      ADD_FAILURE() << "no device_out_of_memory";
+    } catch (const device_out_of_memory& e) {
+      EXPECT_NE(std::string(e.what()).find("samples"), std::string::npos) << e.what();
+    }
+    this->ctx_->set_memory_limit(0);
+    EXPECT_LT(h2expr::relative_error(hara(A, 1e-3), A, 10), 2e-3);
+  }
 }
 
 REGISTER_TYPED_TEST_SUITE_P(hara_test, self_reconstruction_error_follows_the_tolerance, products_of_h2_matrices,

@@ -285,6 +285,22 @@ TYPED_TEST_P(solvers_test, bad_input_is_a_clear_error) {
   } catch (const numerical_failure& e) {
     EXPECT_NE(std::string(e.what()).find("residual"), std::string::npos) << e.what();
   }
+  // A step whose samples exceed the host's memory (a limit of 64 KB): out of memory with the step and
+  // the residual reached, and the report up to there.
+  if constexpr (std::is_same_v<Space, host>) {
+    this->ctx_->set_memory_limit(std::size_t(64) << 10);
+    inverse_report rep;
+    try {
+      inverse(K + T(0.1) * I, 1e-2, {.report = &rep});
+      ADD_FAILURE() << "no device_out_of_memory";
+    } catch (const device_out_of_memory& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("step 1"), std::string::npos) << what;
+      EXPECT_NE(what.find("samples"), std::string::npos) << what;
+      EXPECT_EQ(rep.residual.size(), 1u);
+    }
+    this->ctx_->set_memory_limit(0);
+  }
 }
 
 REGISTER_TYPED_TEST_SUITE_P(solvers_test, diagonal_operands_against_dense, hara_puts_diagonal_terms_in_exactly,

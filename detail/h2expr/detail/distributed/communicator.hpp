@@ -73,6 +73,8 @@ struct rank_failure {
       return {disagree, e.what()};
     } catch (const numerical_failure& e) {
       return {numerical, e.what()};
+    } catch (const device_out_of_memory& e) {
+      return {memory, e.what()};
     } catch (const std::bad_alloc&) {
       return {memory, "h2expr: out of memory"};
     } catch (const std::exception& e) {
@@ -90,6 +92,7 @@ struct rank_failure {
       case missing: throw missing_structure(message_on_all);
       case disagree: throw ranks_disagree(message_on_all);
       case numerical: throw numerical_failure(message_on_all);
+      case memory: throw device_out_of_memory(message_on_all);
       default: throw error(message_on_all);
     }
   }

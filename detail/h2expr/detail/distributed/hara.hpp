@@ -252,6 +252,10 @@ class distributed_sample_builder
     const int first_leaf = cluster_tree::level_begin(L_);
     const index local_rows = index(A_.local_indices.size());
     constexpr int chunk = 256;
+    agree(rank_failure::of([&] {  // on every rank, should one of them lack the memory
+      check_sample_memory(c, (sym_ ? 1 : 2) * std::size_t(rows_in + rows_out) * sizeof(T) * std::size_t(s - base_), s,
+                          rows_in);
+    }));
     // Until the leaves are built the panels keep the earlier columns; then they hold the new ones alone
     // (from base_, set by release_samples).
     auto draw = [&](buffer<T, Space>& in, buffer<T, Space>& out, op o, std::uint64_t seed) {

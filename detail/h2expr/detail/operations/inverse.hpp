@@ -23,7 +23,8 @@
 //
 // An operator that is singular, or too badly conditioned for T, raises numerical_failure naming the
 // residual reached (a step needs a tolerance below what T resolves), as does max_iterations (steps,
-// rejected ones included) without convergence; never a silent wrong inverse.
+// rejected ones included) without convergence; never a silent wrong inverse. A step whose hara would
+// hold more samples than the memory available raises device_out_of_memory with the step and residual.
 #include <h2expr/detail/core/error.hpp>
 #include <h2expr/detail/expressions/evaluate.hpp>
 #include <h2expr/detail/expressions/expression.hpp>
@@ -167,7 +168,8 @@ h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const 
     return th;
   };
   // One step's hara: a rank cap reached at a tolerance the operator cannot be compressed to is the
-  // inverse's failure (with its residual); every other error (memory, device) passes unchanged.
+  // inverse's failure (with its residual); out of memory stays device_out_of_memory, with the step and
+  // residual named (and the report written); every other error passes unchanged.
   int tries = 0;
   hara_report last_hara;
   auto build = [&](auto&& expression, double th, int k, double r) {
@@ -180,6 +182,9 @@ h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const 
       return Xn;
     } catch (const rank_cap_reached& e) {
       throw failure(k, r, "hara could not build the step at tolerance " + number(th) + " (" + e.what() + ")");
+    } catch (const device_out_of_memory& e) {  // still out of memory, now with the step and the residual reached
+      throw device_out_of_memory(failure(k, r, std::string("out of memory in hara at tolerance ") + number(th) + " (" +
+                                                   e.what() + ")").what());
     }
   };
 

@@ -121,6 +121,9 @@ class one_sample_set_builder
   void sample(int s, int round) {
     auto& c = *ctx_;
     const int w = s - s_;
+    // Growing the panels writes their earlier columns again (the old ones are freed after).
+    check_sample_memory(c, (sym_ ? 2 : 4) * std::size_t(np_) * sizeof(T) * std::size_t(s - base_ > room_ ? s - base_ : w),
+                        s, np_);
     if (s - base_ > room_) {
       room_ = base_ > 0 ? s - base_ : 2 * s;
       auto grow = [&](buffer<T, Space>& b) {

@@ -17,9 +17,24 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <string>
 #include <vector>
 
 namespace h2expr::detail {
+
+// Before a round's sample panels are written: `adds` bytes more for s samples of `rows` rows, checked
+// against what the space has (memory_available; an eighth to spare for the level's other temporaries).
+// Past the host's memory the process would be killed touching the panels, not refused the allocation.
+template <class Space>
+void check_sample_memory(context<Space>& c, std::size_t adds, int s, std::int64_t rows) {
+  const std::size_t available = memory_available(c);
+  if (adds > available - std::min(available, adds / 8))
+    throw device_out_of_memory("h2expr: hara: " + std::to_string(s) + " samples of " + std::to_string(rows) +
+                               " rows need " + number(double(adds) / 1e9) + " GB more, but " +
+                               number(double(available) / 1e9) +
+                               " GB are available; a looser tolerance takes fewer samples (lower ranks)");
+}
 
 template <class Derived, class Level, class T, class Space>
 class sample_rounds {

@@ -8,6 +8,7 @@
 #include <h2expr/detail/core/index.hpp>  // checked_bytes
 
 #include <cstddef>
+#include <limits>
 
 namespace h2expr::detail {
 
@@ -23,6 +24,11 @@ template <class T>
 void deallocate(context<cuda>& c, T* p, std::size_t /*n: the host space's needs it*/ = 0) noexcept {
   if (p) (void)cudaFreeAsync(p, c.stream());
 }
+
+// The bytes an algorithm may still plan to hold: no bound here. A failed device allocation raises
+// device_out_of_memory by itself, and cudaMemGetInfo's free memory leaves out what the context's
+// stream-ordered pool keeps for reuse (the host space needs the check: see its memory.hpp).
+inline std::size_t memory_available(context<cuda>&) { return std::numeric_limits<std::size_t>::max(); }
 
 // Device memory for the kernels of one call, freed in stream order when it goes out of scope (after
 // the work queued before), a throwing launch included.

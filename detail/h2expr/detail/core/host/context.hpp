@@ -47,6 +47,13 @@ class context<host> {
     std::lock_guard<std::mutex> lock(workspace_.m);
     return workspace_.bytes;
   }
+  // The most memory that h2expr's algorithms may plan to hold at once, for those that know before they
+  // allocate (hara's sample panels): past it they raise device_out_of_memory instead of allocating.
+  // 0 (the default): what the system has available (MemAvailable) and the cache holds. On Linux an
+  // allocation past physical memory does not fail, the process is killed when it touches it: this is
+  // what turns that into an error.
+  std::size_t memory_limit() const { return memory_limit_; }
+  void set_memory_limit(std::size_t bytes) { memory_limit_ = bytes; }
   detail::host_pool& pool() { return pool_; }
   detail::workspace_slot& workspace_slot() { return workspace_; }
   // Whether the workspace keeps a block of `bytes` after its call: a small one (from the heap); a large
@@ -56,6 +63,7 @@ class context<host> {
 
  private:
   detail::host_pool pool_;
+  std::size_t memory_limit_ = 0;
   mutable detail::workspace_slot workspace_;  // freed before pool_ (the destructor)
 };
 

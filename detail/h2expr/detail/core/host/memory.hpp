@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <string>
 
@@ -26,6 +28,26 @@ T* allocate(context<host>& c, std::size_t n) {
     throw device_out_of_memory("h2expr: host allocation of " + std::to_string(bytes) + " bytes failed");
   }
 }
+// The bytes an algorithm may still plan to hold (context::memory_limit): the system's available memory
+// (MemAvailable: free and reclaimable pages) and the blocks the cache holds, or the limit set.
+inline std::size_t memory_available(context<host>& c) {
+  if (c.memory_limit() > 0) return c.memory_limit();
+  std::size_t system = std::numeric_limits<std::size_t>::max();
+#if defined(__linux__)
+  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[128];
+    unsigned long long kb = 0;
+    while (std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+        system = std::size_t(kb) * 1024;
+        break;
+      }
+    std::fclose(f);
+  }
+#endif
+  return system == std::numeric_limits<std::size_t>::max() ? system : system + c.cached_bytes();
+}
+
 template <class T>
 void deallocate(context<host>& c, T* p, std::size_t n) noexcept {
   host_free_bytes(c.pool(), p, n * sizeof(T));
