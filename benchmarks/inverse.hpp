@@ -80,17 +80,29 @@ void gp_benchmark(const char* kernel_name, Kernel kernel, int log2n, const std::
   for (double tol : tols) {
     hx::inverse_report rep;
     const auto t0 = clock::now();
-    auto X = hx::inverse(C, tol, {.verbose = verbose, .report = &rep});  // verbose: a line per step on stderr
+    auto steps = [&] {
+      std::printf("  per step (beta, residual, hara tol, max rank, s):");
+      for (std::size_t k = 1; k < rep.residual.size(); ++k)
+        std::printf(" [%.2f %.1e %.0e %d %.2f]", rep.scaling[k - 1], rep.residual[k], rep.tolerance[k], rep.max_rank[k],
+                    rep.seconds[k]);
+      std::printf("\n  hara's samples per step:");
+      for (const auto& h : rep.steps) std::printf(" %d", h.samples);
+      std::printf("\n");
+    };
+    hx::h2_matrix<double, Space> X;
+    try {
+      X = hx::inverse(C, tol, {.verbose = verbose, .report = &rep});  // verbose: a line per step on stderr
+    } catch (const hx::error& e) {  // out of memory, say: what it reached, then the next tolerance
+      std::printf("inverse(., %.0e): failed after %d steps, %.2f s: %s\n", tol, rep.iterations, since(t0), e.what());
+      steps();
+      continue;
+    }
     const double t_inv = since(t0);
     int rank = 0;
     for (int r : X.ranks()) rank = std::max(rank, r);
     std::printf("inverse(., %.0e): %2d steps  %8.2f s  max rank %3d  %8.1f MB  residual %.1e  samples %d  rejected %d\n",
                 tol, rep.iterations, t_inv, rank, X.memory_bytes() / 1e6, rep.residual.back(), rep.samples, rep.rejected);
-    std::printf("  per step (beta, residual, hara tol, max rank, s):");
-    for (std::size_t k = 1; k < rep.residual.size(); ++k)
-      std::printf(" [%.2f %.1e %.0e %d %.2f]", rep.scaling[k - 1], rep.residual[k], rep.tolerance[k], rep.max_rank[k],
-                  rep.seconds[k]);
-    std::printf("\n");
+    steps();
     double sampling = 0, ara = 0, rest = 0;
     for (const auto& h : rep.steps) sampling += h.seconds_sampling, ara += h.seconds_ara, rest += h.seconds - h.seconds_sampling - h.seconds_ara;
     std::printf("  time in hara: sampling %.2f s, ARA %.2f s, the rest %.2f s; outside hara (norm, probes) %.2f s\n", sampling,

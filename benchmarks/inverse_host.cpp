@@ -1,5 +1,5 @@
 // The H2 inverse and preconditioned CG on Gaussian-process systems, host space (see inverse.hpp).
-// Usage: bench_inverse_host [what: 0 everything, 1 2D Matern sweep, 2 2D exponential, 3 3D]
+// Usage: bench_inverse_host [what: 0 everything, 1 2D Matern sweep, 2 2D exponential, 3 3D, 4 3D Matern, 5 3D exponential]
 //                           [max log2 n (default 16)] [min log2 n (default 12)]
 //                           [the inverse's tolerances: 0 (default) 1e-2 and 1e-4; 1: 1e-2 only; or a list, 0.1,1e-2]
 //                           [1: the inverse's line per step on stderr, as it runs]
@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
   for (int l = lo; l <= hi; ++l) {
     if (what == 0 || what == 1) hx::bench::gp_benchmark<hx::host, 2>("Matern 3/2, length 0.15", hx::kernels::matern{0.15}, l, tols, 14, verbose);
     if (what == 0 || what == 2) hx::bench::gp_benchmark<hx::host, 2>("exponential, length 0.1", hx::kernels::exponential{0.1}, l, tols, 14, verbose);
-    if (what == 0 || what == 3) hx::bench::gp_benchmark<hx::host, 3>("Matern 3/2, length 0.15", hx::kernels::matern{0.15}, l, tols, 14, verbose);
-    if (what == 0 || what == 3) hx::bench::gp_benchmark<hx::host, 3>("exponential, length 0.1", hx::kernels::exponential{0.1}, l, tols, 14, verbose);
+    if (what == 0 || what == 3 || what == 4) hx::bench::gp_benchmark<hx::host, 3>("Matern 3/2, length 0.15", hx::kernels::matern{0.15}, l, tols, 14, verbose);
+    if (what == 0 || what == 3 || what == 5) hx::bench::gp_benchmark<hx::host, 3>("exponential, length 0.1", hx::kernels::exponential{0.1}, l, tols, 14, verbose);
   }
 }
