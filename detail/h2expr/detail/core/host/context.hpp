@@ -47,9 +47,10 @@ class context<host> {
     std::lock_guard<std::mutex> lock(workspace_.m);
     return workspace_.bytes;
   }
-  // The most memory that h2expr's algorithms may plan to hold at once, for those that know before they
-  // allocate (hara's sample panels): past it they raise device_out_of_memory instead of allocating.
-  // 0 (the default): what the system has available (MemAvailable) and the cache holds. On Linux an
+  // The most memory that one planned request of h2expr's algorithms may add, for those that know it
+  // before they allocate (hara's sample panels for a round of samples): past it they raise
+  // device_out_of_memory instead. 0 (the default): what the system has available (MemAvailable) and the
+  // cache holds. On Linux an
   // allocation past physical memory does not fail, the process is killed when it touches it: this is
   // what turns that into an error.
   std::size_t memory_limit() const { return memory_limit_; }
