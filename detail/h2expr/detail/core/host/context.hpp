@@ -31,7 +31,8 @@ class context<host> {
   }
   void synchronize() const {}
 
-  // Freed blocks of 4 MB or more stay cached for reuse (fresh pages are slow to touch), up to a limit:
+  // Freed blocks of 64 KB or more (4 MB where blocks cannot be split: not Linux) stay cached for reuse
+  // (fresh pages are slow to touch), up to a limit:
   // an eighth of physical memory unless set here; 0 turns caching off. release_cached() returns them,
   // and the workspace when no call holds it.
   std::size_t cache_limit() const { return pool_.limit(); }
@@ -57,10 +58,13 @@ class context<host> {
   void set_memory_limit(std::size_t bytes) { memory_limit_ = bytes; }
   detail::host_pool& pool() { return pool_; }
   detail::workspace_slot& workspace_slot() { return workspace_; }
-  // Whether the workspace keeps a block of `bytes` after its call: a small one (from the heap); a large
-  // one goes back to the cache, which keeps it touched for whichever temporary comes next (held aside,
-  // the next phase's temporaries were fresh pages: HARA of A * A 19% slower on the 2D reference).
-  bool keeps_workspace(std::size_t bytes) const { return !detail::host_pool::serves(bytes); }
+  // Whether the workspace keeps a block of `bytes` after its call: one below two huge pages (the next
+  // call's, untouched by others); a larger one goes back to the cache, which keeps it touched for
+  // whichever temporary comes next (held aside, the next phase's temporaries were fresh pages: HARA of
+  // A * A 19% slower on the 2D reference).
+  bool keeps_workspace(std::size_t bytes) const {
+    return !detail::host_pool::serves(bytes) || bytes < 2 * detail::host_pool::page;
+  }
 
  private:
   detail::host_pool pool_;

@@ -1,14 +1,17 @@
 #pragma once
-// The host space's cache of large blocks, backed by transparent huge pages. A fresh page costs a
-// fault and a zeroing on first touch: measured on the development VM, writing 1 GB of fresh 4 KB
-// pages took 0.7-3 s, of fresh 2 MB pages 0.12 s, of touched memory 0.04 s. The batched algorithms
-// allocate their temporaries per level and phase, so without a cache every compression paid that
-// again (two thirds of a 1.7 s orthogonalization). Freed blocks are kept for later requests, as the
-// CUDA space's stream-ordered pool does, up to a limit (cache_limit) per context: each thread's
-// default context has its own. A request takes the smallest cached block that holds it; on Linux a
-// larger one is split (the rest stays cached) and freed neighbours merge, so that an algorithm whose
-// temporaries shrink from level to level (HARA's leaves to its root) reuses touched memory instead of
-// faulting in fresh pages (a fifth to a third of HARA's time before).
+// The host space's cache of blocks, backed by transparent huge pages. A fresh page costs a fault
+// and a zeroing on first touch: measured on the development VM, writing 1 GB of fresh 4 KB pages took
+// 0.7-3 s, of fresh 2 MB pages 0.12 s, of touched memory 0.04 s. The batched algorithms allocate their
+// temporaries per level and phase, so without a cache every compression paid that again (two thirds
+// of a 1.7 s orthogonalization). Freed blocks are kept for later requests, as the CUDA space's
+// stream-ordered pool does, up to a limit (cache_limit) per context: each thread's default context has
+// its own. A request takes the smallest cached block that holds it; on Linux a larger one is split
+// (the rest stays cached), fresh memory comes in whole huge pages whose rest is cached the same way,
+// and freed neighbours merge, so that an algorithm whose temporaries shrink from level to level (HARA's
+// leaves to its root) reuses touched memory instead of faulting in fresh pages (a fifth to a third of
+// HARA's time before). Blocks down to 64 KB come from here: below 4 MB the heap gave its memory back
+// to the system and faulted it in again (glibc maps blocks from 128 KB on and trims its top): 5-10% of
+// the H2 inverse's time at n = 2^12 and of HGEMV's with 16 vectors.
 // Under AddressSanitizer the cache is off, so that every block stays visible to it.
 #include <cstddef>
 #include <cstdint>
@@ -35,12 +38,7 @@ namespace h2expr::detail {
 
 class host_pool {
  public:
-  static constexpr std::size_t page = std::size_t(2) << 20;  // a huge page; blocks are multiples of it
-  // Smaller requests go to the ordinary heap (which recycles them itself); from here on, rounding up
-  // to whole huge pages wastes less than half, and the more the larger.
-  static constexpr std::size_t min_bytes = 2 * page;
-  // Whether a request of `bytes` goes through the pool (the same answer when it is freed).
-  static constexpr bool serves(std::size_t bytes) { return H2EXPR_HOST_POOL && bytes >= min_bytes; }
+  static constexpr std::size_t page = std::size_t(2) << 20;  // a huge page: what fresh mappings are made of
 
   // Whether cached blocks are split and merged (where parts of one mapping can be unmapped alone).
 #if defined(__linux__)
@@ -48,17 +46,25 @@ class host_pool {
 #else
   static constexpr bool splits = false;
 #endif
+  // Blocks are multiples of `grain`. Where blocks split, a fresh mapping's rest past a request is cached,
+  // so small blocks share huge pages; elsewhere each block is its own mapping of whole huge pages, and
+  // only requests from two of them on (where rounding up wastes less than half) come here.
+  static constexpr std::size_t grain = splits ? std::size_t(64) << 10 : page;
+  static constexpr std::size_t min_bytes = splits ? grain : 2 * page;
+  // Whether a request of `bytes` goes through the pool (the same answer when it is freed); smaller ones
+  // go to the ordinary heap, which recycles them itself.
+  static constexpr bool serves(std::size_t bytes) { return H2EXPR_HOST_POOL && bytes >= min_bytes; }
 
   host_pool() : limit_(physical_memory() / 8) {}
   host_pool(const host_pool&) = delete;
   host_pool& operator=(const host_pool&) = delete;
   ~host_pool() { release(0); }
 
-  // A block of at least `bytes` (serves(bytes)), aligned to a page: the front of the smallest cached
-  // block that holds it (without splitting: one at most a quarter larger), or a fresh mapping. Throws
-  // std::bad_alloc.
+  // A block of at least `bytes` (serves(bytes)), aligned to a grain: the front of the smallest cached
+  // block that holds it (without splitting: one at most a quarter larger), or of a fresh mapping.
+  // Throws std::bad_alloc.
   void* allocate(std::size_t bytes) {
-    const std::size_t size = (bytes + page - 1) / page * page;
+    const std::size_t size = (bytes + grain - 1) / grain * grain;
     {
       std::lock_guard<std::mutex> lock(m_);
       auto it = free_.lower_bound(size);
@@ -71,17 +77,20 @@ class host_pool {
         return p;
       }
     }
-    void* p = map(size);
+    const std::size_t fresh = (size + page - 1) / page * page;
+    void* p = map(fresh);
     if (!p) {  // the cache may hold what the system lacks
       release(0);
-      p = map(size);
+      p = map(fresh);
       if (!p) throw std::bad_alloc();
     }
+    const std::size_t take = splits ? size : fresh;
     try {
       std::lock_guard<std::mutex> lock(m_);
-      used_.emplace(p, size);
+      used_.emplace(p, take);
+      if (fresh > take) remember(static_cast<char*>(p) + take, fresh - take);
     } catch (...) {
-      unmap(p, size);
+      unmap(p, fresh);
       throw;
     }
     return p;
