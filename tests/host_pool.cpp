@@ -103,6 +103,12 @@ TEST(host_pool, the_limit_bounds_what_stays_cached) {
   EXPECT_EQ(ctx->cached_bytes(), 0u);
   { buffer<float, host> a(ctx, n); }
   EXPECT_EQ(ctx->cached_bytes(), 0u);
+  {
+    buffer<float, host> small(ctx, (std::size_t(100) << 10) / sizeof(float));  // no fresh huge page's rest kept
+    EXPECT_EQ(ctx->cached_bytes(), 0u);
+    small.data()[0] = 1;
+  }
+  EXPECT_EQ(ctx->cached_bytes(), 0u);
 }
 
 // Matrices and algorithms on a context whose blocks are recycled compute the same as on fresh ones.

@@ -88,7 +88,7 @@ class host_pool {
     try {
       std::lock_guard<std::mutex> lock(m_);
       used_.emplace(p, take);
-      if (fresh > take) remember(static_cast<char*>(p) + take, fresh - take);
+      if (fresh > take) remember(static_cast<char*>(p) + take, fresh - take), trim(limit_);
     } catch (...) {
       unmap(p, fresh);
       throw;
