@@ -4,7 +4,7 @@
 // right-hand sides (inverse + preconditioned CG against plain CG), and the dense Cholesky solve where
 // it fits (LAPACK through OpenBLAS on the host). Every time is the call as a user makes it, once.
 // A user with many right-hand sides solves them as blocks, whose products cost less per column (H2
-// products of 16 columns take 3 times one column's, not 16): the same solves on a block of 16 give
+// products of 16 columns take 2-3 times one column's, not 16): the same solves on a block of 16 give
 // the break-even for solves in blocks of 16.
 #pragma once
 #include <h2expr/diagonal_matrix.hpp>
