@@ -89,10 +89,10 @@ void gp_benchmark(const char* kernel_name, Kernel kernel, int log2n, const std::
     hx::inverse_report rep;
     const auto t0 = clock::now();
     auto steps = [&] {
-      std::printf("  per step (beta, residual, hara tol, max rank, s):");
+      std::printf("  per step (beta, residual, hara tol, max rank, s; \"cubed\": of order 3):");
       for (std::size_t k = 1; k < rep.residual.size(); ++k)
-        std::printf(" [%.2f %.1e %.0e %d %.2f]", rep.scaling[k - 1], rep.residual[k], rep.tolerance[k], rep.max_rank[k],
-                    rep.seconds[k]);
+        std::printf(" [%s%.2f %.1e %.0e %d %.2f]", rep.order[k - 1] == 3 ? "cubed " : "", rep.scaling[k - 1],
+                    rep.residual[k], rep.tolerance[k], rep.max_rank[k], rep.seconds[k]);
       std::printf("\n  hara's samples per step:");
       for (const auto& h : rep.steps) std::printf(" %d", h.samples);
       std::printf("\n");

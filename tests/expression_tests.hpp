@@ -261,6 +261,37 @@ TYPED_TEST_P(expression_test, symmetry_and_structure_are_deduced) {
   EXPECT_TRUE(as_sampler(2 * transpose(B) + A).structure() == B.structure());
   EXPECT_TRUE(as_sampler(A22 - A21 * solve(F) * A12).structure().empty());
   EXPECT_THROW(hara(A22 - A21 * solve(F) * A12, 1e-3), missing_structure);
+  // What the caller knows: A (3 I - A A (3 I - A)) is symmetric, though no sum of symmetric terms nor a
+  // palindrome. Declared so, its transpose products are its products, and hara samples half.
+  const auto I = identity<T, Space>(A.rows(), this->ctx_);
+  auto cubic = as_sampler(A * (T(3) * I - A * A * (T(3) * I - A)));
+  EXPECT_FALSE(cubic.symmetric());
+  const auto hint = cubic.tree_order();
+  cubic.assume_symmetric();
+  EXPECT_TRUE(cubic.symmetric());
+  EXPECT_FALSE(cubic.tree_order().user());
+  EXPECT_EQ(cubic.tree_order().np, hint.np);
+  const index n = A.rows();
+  rng r(43);
+  const auto X = matrix<T, Space>(r.template normal<T>(n, 3), this->ctx_);
+  auto Y = matrix<T, Space>::uninitialized(n, 3, this->ctx_), Yt = matrix<T, Space>::uninitialized(n, 3, this->ctx_);
+  cubic.apply(X.view(), Y.view());
+  cubic.apply_transpose(X.view(), Yt.view());
+  EXPECT_EQ(relative_error(to_dense(Yt).template cast<double>(), to_dense(Y).template cast<double>()), 0.0);
+  hara_report hr, hs;
+  const double tol = this->single ? 1e-3 : 1e-6;
+  const auto P = hara(A * (T(3) * I - A * A * (T(3) * I - A)), tol, {.seed = test_seed(), .report = &hr});
+  const auto Q = hara(cubic, tol, {.seed = test_seed(), .report = &hs});
+  EXPECT_FALSE(P.symmetric());
+  EXPECT_TRUE(Q.symmetric());
+  EXPECT_LT(hs.samples, hr.samples);
+  const dense<double> a = to_dense(A).template cast<double>(), id = dense<double>::Identity(n, n);
+  const dense<double> exact = a * (3 * id - a * a * (3 * id - a));
+  EXPECT_LT(relative_error(to_dense(Q), exact), 2 * tol);
+  // Only a square operator can be symmetric.
+  auto wide = sampler<T, Space>(n, 2 * n, [](const_view<T, Space>, view<T, Space>) {},
+                                [](const_view<T, Space>, view<T, Space>) {}, this->ctx_);
+  EXPECT_THROW(wide.assume_symmetric(), dimension_mismatch);
 }
 
 // Schur complements of 2D and 3D Poisson problems (the HARA paper's third experiment) against the
@@ -418,6 +449,8 @@ TYPED_TEST_P(expression_test, tree_order_products_match_user_order) {
   check(A * S - transpose(S) + D * B, "A S - S^T + D B (reordered leaves)");
   check(G * A + 0.5 * U, "G A + U / 2 (a sampler and a user operand)");
   check(A + 0.25 * identity<T, Space>(n, this->ctx_), "A + I / 4 (diagonal part apart)");
+  const auto I = identity<T, Space>(n, this->ctx_);
+  check(A * (T(3) * I - B * A * (T(3) * I - B)), "A (3 I - B A (3 I - B)) (the identity inside products)");
   // No padded order where there is no H2 operand, or where a leaf is not n x n.
   EXPECT_TRUE(as_sampler(S * D).tree_order().user());
   // hara on the tree gives what it gives from the same products in the user's order (the same samples).

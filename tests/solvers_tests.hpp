@@ -153,6 +153,12 @@ TYPED_TEST_P(solvers_test, inverse_residual_follows_the_tolerance) {
       EXPECT_EQ(int(rep.steps.size()), rep.iterations) << what;
       ASSERT_EQ(int(rep.scaling.size()), rep.iterations) << what;
       ASSERT_EQ(int(rep.top.size()), rep.iterations + 1) << what;
+      ASSERT_EQ(int(rep.order.size()), rep.iterations) << what;
+      for (std::size_t k = 0; k < rep.order.size(); ++k) {
+        // Order 3 only for a plain step meant to be the last (cubing, not squaring, brings it to tol).
+        EXPECT_TRUE(rep.order[k] == 2 || rep.order[k] == 3) << what << ", step " << k + 1;
+        if (rep.order[k] == 3) EXPECT_TRUE(k > 0 && rep.scaling[k] == 1.0) << what << ", step " << k + 1;
+      }
       for (double t : rep.top) EXPECT_TRUE(t > 0 && t <= 1.5) << what << ": top of A X's spectrum " << t;
       for (std::size_t k = 0; k < rep.scaling.size(); ++k) {
         // Scaled steps stay where beta A X_k's spectrum stays below 2: beta in [1, 2 / 1.1], plain late on.
@@ -166,7 +172,8 @@ TYPED_TEST_P(solvers_test, inverse_residual_follows_the_tolerance) {
         EXPECT_GT(rep.steps[k].samples, 0) << what << ", step " << k + 1;
       }
       last = res, first = i == 0 ? res : first;
-      std::printf("%s, tol %g: %d steps, residual %.2e, %.2f s\n", what, tol, rep.iterations, res,
+      std::printf("%s, tol %g: %d steps (the last of order %d), residual %.2e, %.2f s\n", what, tol, rep.iterations,
+                  rep.order.back(), res,
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     EXPECT_LT(last, first / 10) << what << ": the residual did not fall with the tolerance";
@@ -265,6 +272,7 @@ TYPED_TEST_P(solvers_test, bad_input_is_a_clear_error) {
   EXPECT_THROW(cg(K, B, 1e-4, {.max_iterations = 0}), error);
   EXPECT_THROW(inverse(K, 0.0), invalid_tolerance);
   EXPECT_THROW(inverse(K, 1e-2, {.max_iterations = 0}), error);
+  EXPECT_THROW(inverse(K, 1e-2, {.max_order = 4}), error);
   auto nan_rhs = dense<T>::Ones(n, 1).eval();
   nan_rhs(0, 0) = std::numeric_limits<T>::infinity();
   EXPECT_THROW(cg(K, matrix<T, Space>(nan_rhs, this->ctx_), 1e-4), non_finite_value);
@@ -303,8 +311,37 @@ TYPED_TEST_P(solvers_test, bad_input_is_a_clear_error) {
   }
 }
 
+// A last step of order 3 (where squaring the residual would not reach tol, cubing it does) saves the
+// squaring step that would follow, and meets tol as well: over a sweep of tolerances some end so.
+TYPED_TEST_P(solvers_test, inverse_cubes_a_last_step_that_squaring_would_not_end) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  auto K = this->covariance(20, 0.15, 3);
+  const int n = int(K.rows());
+  const auto I = identity<T, Space>(n, this->ctx_);
+  const auto C = K + T(0.1) * I;
+  const dense<double> a = to_dense(K).template cast<double>() + 0.1 * dense<double>::Identity(n, n);
+  int cubed = 0;
+  for (double tol : {0.3, 0.2, 0.12, 0.07, 0.04}) {
+    inverse_report three, two;
+    const auto X = inverse(C, tol, {.report = &three});
+    const auto Y = inverse(C, tol, {.report = &two, .max_order = 2});
+    EXPECT_LT(this->dense_residual(a, to_dense(X).template cast<double>()), 2 * tol) << tol;
+    EXPECT_LE(three.residual.back(), tol) << tol;
+    for (int order : two.order) EXPECT_EQ(order, 2) << tol;
+    if (three.order.back() != 3) continue;
+    ++cubed;
+    // The same steps up to the cubed one, which ends where squaring needs as many or more.
+    EXPECT_LE(three.iterations, two.iterations) << tol;
+    for (int k = 0; k + 1 < three.iterations; ++k) EXPECT_EQ(three.order[std::size_t(k)], 2) << tol << ", step " << k + 1;
+    std::printf("tol %g: cubed the last of %d steps (%d squaring); residual %.3f after %.3f\n", tol, three.iterations,
+                two.iterations, three.residual.back(), three.residual[three.residual.size() - 2]);
+  }
+  EXPECT_GT(cubed, 0) << "no tolerance of the sweep ended on a cubed step";
+}
+
 REGISTER_TYPED_TEST_SUITE_P(solvers_test, diagonal_operands_against_dense, hara_puts_diagonal_terms_in_exactly,
-                            inverse_residual_follows_the_tolerance, krylov_solves_reach_the_residual,
-                            bad_input_is_a_clear_error);
+                            inverse_residual_follows_the_tolerance, inverse_cubes_a_last_step_that_squaring_would_not_end,
+                            krylov_solves_reach_the_residual, bad_input_is_a_clear_error);
 
 }  // namespace h2expr::test

@@ -186,6 +186,13 @@ template <class T, class Space>
 class evaluator<diagonal_matrix<T, Space>> : public leaf_evaluator<evaluator<diagonal_matrix<T, Space>>, T, Space> {
  public:
   explicit evaluator(const diagonal_matrix<T, Space>& D) : D_(D) {}
+  // The identity is one in any order (padding rows are zero in and out): no reordering.
+  void apply(op t, T alpha, const_view<T, Space> in, T beta, view<T, Space> out, const padded_order<Space>& o = {}) {
+    if (o.user() || !D_.is_identity())
+      return leaf_evaluator<evaluator, T, Space>::apply(t, alpha, in, beta, out, o);
+    axpby_2d(*D_.context_ptr(), std::size_t(in.rows()), std::size_t(in.cols()), alpha, in.data(), std::size_t(in.ld()), beta,
+             out.data(), std::size_t(out.ld()));
+  }
   void apply_user(op, T alpha, const_view<T, Space> in, T beta, view<T, Space> out) { D_.apply(alpha, in, beta, out); }
   const diagonal_matrix<T, Space>& leaf() const { return D_; }
 

@@ -19,7 +19,10 @@
 // lifts the top of A X's spectrum (seen by the probes as ||B^2 G|| / ||B G||, B = A X) above 1.5, is done
 // again at the bound, ten times tighter. While r > 0.9 the steps are scaled, X_{k+1} = 2 beta X_k -
 // beta^2 X_k A X_k with beta in [1, 2 / 1.1] from the probes (below; beta = 1 again after a rejected
-// step): that saves a quarter to a third of the steps on kernel matrices.
+// step): that saves a quarter to a third of the steps on kernel matrices. A last step where squaring
+// the residual would not reach tol but cubing it would (both seen on the probes) is of order 3,
+// X_{k+1} = X_k (3 I - A X_k (3 I - A X_k)): five products per sample instead of three, but one hara
+// fewer, and the last ones are the dearest (the ranks grow as X nears A^{-1}).
 //
 // An operator that is singular, or too badly conditioned for T, raises numerical_failure naming the
 // residual reached (a step needs a tolerance below what T resolves), as does max_iterations (steps,
@@ -52,9 +55,11 @@ struct inverse_report {
   std::vector<int> max_rank;      // the largest rank of X_k (0 for the start)
   std::vector<double> seconds;    // per step, its residual estimate included
   std::vector<hara_report> steps; // hara's report of each accepted step (index 0: step 1)
-  std::vector<double> hara_error; // each accepted step's ||(I - A X_{k+1}) G - (I - beta A X_k)^2 G|| / ||G||:
+  std::vector<double> hara_error; // each accepted step's ||(I - A X_{k+1}) G - (I - beta A X_k)^order G|| / ||G||:
                                   // what its hara error added, the distance from the exact step (index 0: step 1)
   std::vector<double> scaling;    // each accepted step's beta (X_{k+1} = 2 beta X_k - beta^2 X_k A X_k; 1: plain)
+  std::vector<int> order;         // each accepted step's order: 2 squares the residual, 3 cubes it (a last step
+                                  // where squaring would not reach tol: X_k (3 I - 3 A X_k + (A X_k)^2))
   std::vector<double> top;        // ||B^2 G|| / ||B G||, B = A X_k: a lower estimate of B's largest eigenvalue
                                   // (k = 0 .. iterations; at most 1 for the exact steps)
   double norm_estimate = 0;       // ||A||_2
@@ -71,6 +76,7 @@ struct inverse_options {
                                 // error it added, max rank, time; and each rejected step
   inverse_report* report = nullptr;
   std::uint64_t seed = 0x6a09e667f3bcc908ull;
+  int max_order = 3;            // 3: a last step may cube the residual (above); 2: squaring steps only
 };
 
 namespace detail {
@@ -83,6 +89,8 @@ h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const 
                              "inverse: the tolerance must be in (0, 1), got " + number(tol));
   require(o.max_iterations >= 1, "inverse_options: max_iterations must be >= 1 (got " +
                                       std::to_string(o.max_iterations) + ")");
+  require(o.max_order == 2 || o.max_order == 3,
+          "inverse_options: max_order must be 2 or 3 (got " + std::to_string(o.max_order) + ")");
   require<dimension_mismatch>(A.rows() == A.cols(), "inverse: the operator is " + shape(A) + ", not square");
   const auto& S = A.structure();
   require<missing_structure>(!S.empty(), "inverse: the operator carries no structure (a lambda sampler): give it one "
@@ -118,8 +126,8 @@ h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const 
     if (o.verbose) {
       std::clog << "inverse: step " << k << ", residual " << r;
       if (k > 0)
-        std::clog << ", scaling " << rep.scaling.back() << ", hara tol " << th << " (its error added "
-                  << rep.hara_error.back() << "), top " << rep.top.back();
+        std::clog << (rep.order.back() == 3 ? ", order 3" : "") << ", scaling " << rep.scaling.back() << ", hara tol "
+                  << th << " (its error added " << rep.hara_error.back() << "), top " << rep.top.back();
       std::clog << ", max rank " << rank << ", " << sec << " s" << std::endl;
     }
   };
@@ -159,9 +167,12 @@ h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const 
   // at most 0.2 on a component for an error in as few as 256 directions.
   const double cap = std::min(0.05, 3.2 / std::sqrt(double(n)));
   double tighten = 1, slack = 1, last_c = 1;
-  auto step_tolerance = [&](double r, double z, double nu, double beta, int k) {
-    const double target = std::min(cap, 0.25 * std::max(tol, z));
-    const double th = std::min(0.5, tighten * target / (2 * beta * norm * nu * slack));
+  // What a step of exact residual z may add (the target above).
+  auto allowed = [&](double z) { return std::min(cap, 0.25 * std::max(tol, z)); };
+  // gain: the bound on ||X_{k+1}||_F / ||X_k||_F, 2 beta for a scaled step, 3 for one of order 3
+  // (||3 I - 3 B + B^2||_2 <= 3 for B's spectrum in [0, 1]).
+  auto step_tolerance = [&](double r, double z, double nu, double gain, int k) {
+    const double th = std::min(0.5, tighten * allowed(z) / (gain * norm * nu * slack));
     if (!(th >= tol_floor))
       throw failure(k, r, "the operator is singular or too badly conditioned for this precision (a step needs "
                           "hara tolerance " + number(th) + ")");
@@ -272,10 +283,29 @@ h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const 
     copy_2d(*ctx, std::size_t(n), std::size_t(probes), G.data(), std::size_t(n), Z.data(), std::size_t(n));
     axpy(*ctx, gsize, T(-2 * beta), BG(P).data(), Z.data());
     axpy(*ctx, gsize, T(beta * beta), BBG(P).data(), Z.data());
-    const double th = step_tolerance(r, norm_of(Z) / g_norm, nu, beta, k + 1);
+    double z = norm_of(Z) / g_norm;
+    // Order 3 where it, and not the square, ends the iteration: Z becomes (I - B)^3 G = Z - B Z. The
+    // square is taken where it ends it with half the error allowed (hara's measured errors are a fifth
+    // to a tenth of it), the cube only where even all of it does: a cubed step costs a fifth to a
+    // half more than a squared one, one that misses tol another step.
+    int order = 2;
+    if (o.max_order == 3 && k > 0 && beta == 1 && z + allowed(z) / 2 > tol) {
+      auto BZ = matrix<T, Space>::uninitialized(n, probes, ctx);
+      product(X, Z.view(), BZ.view());
+      axpy(*ctx, gsize, T(-1), BZ.data(), Z.data());
+      const double z3 = norm_of(Z) / g_norm;
+      if (z3 + allowed(z3) <= tol) order = 3, z = z3;
+      else axpy(*ctx, gsize, T(1), BZ.data(), Z.data());  // back to the square's
+    }
+    const double gain = order == 3 ? 3.0 : 2 * beta;
+    const double th = step_tolerance(r, z, nu, gain, k + 1);
     const T b1 = T(2 * beta), b2 = T(beta * beta);
     h2_matrix<T, Space> next;
-    if (k > 0) next = build(b1 * X - b2 * (X * A * X), th, k + 1, r);
+    if (order == 3) {
+      auto cubic = X * (T(3) * I - A * X * (T(3) * I - A * X));
+      if (transposed) next = build(std::move(cubic), th, k + 1, r);
+      else next = build(as_sampler(std::move(cubic)).assume_symmetric(), th, k + 1, r);  // as X and A are
+    } else if (k > 0) next = build(b1 * X - b2 * (X * A * X), th, k + 1, r);
     else if (!transposed) next = build((b1 * alpha) * I - (b2 * alpha * alpha) * A, th, 1, r);
     else next = build((b1 * alpha) * transpose(A) - (b2 * alpha * alpha) * (transpose(A) * A * transpose(A)), th, 1, r);
     // The candidate's B G = A X_{k+1} G and B^2 G (the next step's, unless rejected). -(I - A X_{k+1}) G =
@@ -286,7 +316,7 @@ h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const 
     axpy(*ctx, gsize, T(-1), G.data(), Wn.data());
     const double rn = norm_of(Wn) / g_norm;
     axpy(*ctx, gsize, T(1), Wn.data(), Z.data());
-    const double e = norm_of(Z) / g_norm, c = e / (th * 2 * beta * norm * nu);  // hara's share, the bound's slack
+    const double e = norm_of(Z) / g_norm, c = e / (th * gain * norm * nu);  // hara's share, the bound's slack
     product(next, BG(Pn), BBG(Pn));
     const double top_n = top_of(Pn);
     // A step is rejected when its residual did not fall, or when hara's error lifted the top of A X_{k+1}'s
@@ -312,7 +342,7 @@ h2_matrix<T, Space> newton_schulz(const sampler<T, Space>& A, double tol, const 
     rejected_in_a_row = 0, tighten = std::min(1.0, 3 * tighten);
     if (std::isfinite(c)) slack = std::clamp(4 * std::max(c, last_c), slack / 10, 1.0), last_c = c;
     ++k;
-    rep.hara_error.push_back(e), rep.scaling.push_back(beta), rep.top.push_back(top_n);
+    rep.hara_error.push_back(e), rep.scaling.push_back(beta), rep.order.push_back(order), rep.top.push_back(top_n);
     log(k, rn, th, max_rank(next), std::chrono::duration<double>(clock::now() - t0).count());
     rep.steps.push_back(std::move(last_hara));
     X = std::move(next);

@@ -56,6 +56,16 @@ class sampler {
   }
   const ::h2expr::context_ptr<Space>& context_ptr() const { return ctx_; }
 
+  // The operator declared symmetric, as the caller knows it to be where the expression layer cannot
+  // see it (X (3 I - A X (3 I - A X)) for symmetric A and X; it recognises sums of symmetric terms and
+  // palindromic products only): M^T products become M's, and hara() samples M alone, half the columns.
+  sampler& assume_symmetric() {
+    detail::require<dimension_mismatch>(rows_ == cols_, "sampler: a " + std::to_string(rows_) + " x " +
+                                                            std::to_string(cols_) + " operator is not symmetric");
+    symmetric_ = true, ft_ = f_, tree_ft_ = tree_f_;
+    return *this;
+  }
+
   // M becomes f + diag(d), for an n x 1 column d with finite entries (M square): an exact diagonal part
   // that hara() does not sample. It replaces any diagonal part given before.
   sampler& with_diagonal(matrix<T, Space> d) {
