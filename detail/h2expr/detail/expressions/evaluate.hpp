@@ -583,7 +583,8 @@ matrix<T, Space> operator*(E&& e, const matrix<T, Space>& X) {
   return Y;
 }
 
-// The dense matrix of an expression, on the host; for small operators (it multiplies the identity).
+// The dense matrix of an expression, on the host; for small operators (it multiplies the identity's
+// columns, a block at a time).
 template <expression E>
   requires(!detail::is_dense_v<std::remove_cvref_t<E>> &&
            !std::is_same_v<std::remove_cvref_t<E>, h2_matrix<typename std::remove_cvref_t<E>::value_type,
@@ -591,11 +592,8 @@ template <expression E>
 auto to_dense(E&& e) {
   using T = typename std::remove_cvref_t<E>::value_type;
   using Space = typename std::remove_cvref_t<E>::space;
-  detail::require(e.rows() * e.cols() <= (index(1) << 28),
-                  "to_dense of a " + detail::shape(e) + " expression: too large for a dense copy");
-  const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> I =
-      Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>::Identity(e.cols(), e.cols());
-  return to_dense(e * matrix<T, Space>(I, detail::context_of(e)));
+  return detail::dense_by_columns<T>(e.rows(), e.cols(), detail::context_of(e),
+                                     [&](const matrix<T, Space>& unit) { return e * unit; });
 }
 
 }  // namespace h2expr

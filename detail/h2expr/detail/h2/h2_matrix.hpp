@@ -150,14 +150,12 @@ void save(const h2_matrix<T, Space>& A, const std::string& path) {
 
 // A * X, transpose(A) * X and every other product with vectors: see expression.hpp.
 
-// The dense matrix, on the host; for small n (it multiplies the identity).
+// The dense matrix, on the host; for small n (it multiplies the identity's columns, a block at a time).
 template <class T, class Space>
 Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> to_dense(const h2_matrix<T, Space>& A) {
-  detail::require(A.rows() * A.cols() <= (index(1) << 28),
-                  "to_dense of an H2 matrix of " + std::to_string(A.rows()) + " rows: too large for a dense copy");
-  const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> I =
-      Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>::Identity(A.cols(), A.cols());
-  return to_dense(detail::multiply(A, detail::op::none, matrix<T, Space>(I, A.data().ctx)));
+  return detail::dense_by_columns<T>(A.rows(), A.cols(), A.data().ctx, [&](const matrix<T, Space>& unit) {
+    return detail::multiply(A, detail::op::none, unit);
+  });
 }
 
 }  // namespace h2expr

@@ -8,7 +8,9 @@
 #include <h2expr/detail/core/view.hpp>
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -141,5 +143,31 @@ template <class T, class Space>
 Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> to_dense(const matrix<T, Space>& m) {
   return to_dense(m.view());
 }
+
+namespace detail {
+
+// The dense rows x cols matrix of an operator, on the host, from its products with the identity's
+// columns (times(block) returns the operator times a matrix of columns), a block of them at a time:
+// the copy, not the product's work on all cols columns at once (several times rows x cols), bounds
+// the memory. width: columns per block; 0 takes as many as 2^22 entries hold (32 MB of doubles).
+template <class T, class Space, class Times>
+Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> dense_by_columns(index rows, index cols,
+                                                                  const ::h2expr::context_ptr<Space>& ctx, Times&& times,
+                                                                  index width = 0) {
+  using dense = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
+  require(rows >= 0 && cols >= 0 && (rows == 0 || cols <= (index(1) << 28) / rows),
+          "to_dense of a " + std::to_string(rows) + " x " + std::to_string(cols) + " operator: too large for a dense copy");
+  if (width <= 0) width = std::max<index>(64, (index(1) << 22) / std::max<index>(rows, 1));
+  dense out(rows, cols);
+  for (index j = 0; j < cols; j += width) {
+    const index w = std::min(width, cols - j);
+    dense unit = dense::Zero(cols, w);
+    unit.middleRows(j, w).setIdentity();
+    out.middleCols(j, w) = to_dense(times(matrix<T, Space>(unit, ctx)));
+  }
+  return out;
+}
+
+}  // namespace detail
 
 }  // namespace h2expr
