@@ -213,10 +213,12 @@ inline bool mpi_cuda_aware() {
 
 // A message's values in the space, where h2expr's kernels pack and unpack them, and the memory MPI
 // reads or writes: the same memory on the host space and for a CUDA-aware MPI, else a page-locked host
-// copy (before_send and after_receive move the values). The values are the message's own, or a part of
-// the calling product's workspace (workspace.hpp), so that a product allocates none per call. MPI works
-// outside the stream, so these are the distributed algorithms' waits for it: before_send for the packed
-// values, before_receive for the stream-ordered memory that MPI is to write.
+// copy from the context's staging pool, reused from message to message (before_send and after_receive
+// move the values; after_receive's copy is queued, and the staging memory is freed after it). The values
+// are the message's own, or a part of the calling product's workspace (workspace.hpp), so that a product
+// allocates none per call. MPI works outside the stream, so these are the distributed algorithms' waits
+// for it: before_send for the packed values, before_receive for the stream-ordered memory that MPI is
+// to write.
 template <class T, class Space>
 class message {
  public:
@@ -234,36 +236,37 @@ class message {
       else ctx_->synchronize();  // MPI reads the packed values: they must be there
     }
   }
-  void before_receive() {
+  void before_receive() {  // MPI writes the staging memory (stream-ordered too) or the values themselves
     if constexpr (!std::is_same_v<Space, host>)
-      if (!staged_ && size_) ctx_->synchronize();
+      if (size_) ctx_->synchronize();
   }
   void after_receive() {
     if constexpr (!std::is_same_v<Space, host>)
-      if (staged_ && size_) upload_2d(*ctx_, size_, 1, staged_.get(), size_, values_, size_);
+      if (staged_ && size_) upload_staged(*ctx_, size_, staged_.get(), values_);
   }
 
  private:
   void stage() {
 #if defined(H2EXPR_CUDA_SPACE)
     if constexpr (!std::is_same_v<Space, host>)
-      if (!mpi_cuda_aware()) staged_.reset(allocate_pinned<T>(size_));
+      if (!mpi_cuda_aware())
+        staged_ = std::unique_ptr<T, release_staging>(allocate_staging<T>(*ctx_, size_), {ctx_.get()});
 #endif
   }
-  struct release_pinned {
+  struct release_staging {
+    context<Space>* c = nullptr;
     void operator()(T* p) const noexcept {
 #if defined(H2EXPR_CUDA_SPACE)
-      deallocate_pinned(p);
-#else
-      (void)p;
+      if constexpr (!std::is_same_v<Space, host>) deallocate_staging(*c, p);
 #endif
+      (void)p;
     }
   };
   buffer<T, Space> owned_;  // empty for values in a workspace
   T* values_;
   std::size_t size_;
   context_ptr<Space> ctx_;
-  std::unique_ptr<T, release_pinned> staged_;  // empty on the host space and for a CUDA-aware MPI
+  std::unique_ptr<T, release_staging> staged_;  // empty on the host space and for a CUDA-aware MPI
 };
 
 // Non-blocking point-to-point messages, completed by wait() (or on destruction, so that no buffer

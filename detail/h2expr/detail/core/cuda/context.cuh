@@ -1,7 +1,7 @@
 #pragma once
 // The CUDA space's context: one device, one stream, the cuBLAS and cuSOLVER handles bound to that
 // stream (and a cuSPARSE one, made on first use), a memory pool of its own and the workspace it lends
-// its calls (workspace.hpp).
+// its calls (workspace.hpp), and one of page-locked host memory for MPI's staging, made on first use.
 // Everything the CUDA backend does is ordered on this stream.
 // The pool keeps what is freed into it (release threshold: unlimited) instead of handing it back to
 // the driver at every synchronization, as the device's default pool does: an algorithm's temporaries
@@ -82,12 +82,45 @@ class context<cuda> {
   const cudaDeviceProp& properties() const { return properties_; }
   // The context's memory pool (null where the device has none: then the default pool serves).
   cudaMemPool_t pool() const { return pool_; }
+  // A stream-ordered pool of page-locked host memory (MPI's staging of device data, memory.cuh), made
+  // on first use and kept like the device pool; null where the device or the toolkit has none (then
+  // staging allocates page-locked memory per message).
+  cudaMemPool_t staging_pool() {
+#if CUDART_VERSION >= 13000
+    if (!staging_tried_) {
+      staging_tried_ = true;
+      int supported = 0;
+      if (cudaDeviceGetAttribute(&supported, cudaDevAttrHostMemoryPoolsSupported, device_) == cudaSuccess &&
+          supported) {
+        cudaMemPoolProps props{};
+        props.allocType = cudaMemAllocationTypePinned;
+        props.location.type = cudaMemLocationTypeHost;
+        cudaMemPool_t p = nullptr;
+        if (cudaMemPoolCreate(&p, &props) == cudaSuccess) {
+          std::uint64_t keep = ~std::uint64_t(0);
+          cudaMemAccessDesc access{};  // the copy engines of this device read and write it
+          access.location.type = cudaMemLocationTypeDevice;
+          access.location.id = device_;
+          access.flags = cudaMemAccessFlagsProtReadWrite;
+          if (cudaMemPoolSetAttribute(p, cudaMemPoolAttrReleaseThreshold, &keep) == cudaSuccess &&
+              cudaMemPoolSetAccess(p, &access, 1) == cudaSuccess)
+            staging_ = p;
+          else
+            (void)cudaMemPoolDestroy(p);
+        }
+      }
+      (void)cudaGetLastError();  // a refusal above is an answer, not an error of later calls
+    }
+#endif
+    return staging_;
+  }
   // Hands the pool's idle memory back to the driver, after the work queued so far, and the workspace
   // with it when no call holds it.
   void trim() {
     if (std::byte* idle = workspace_.take_idle().block) H2EXPR_CUDA(cudaFreeAsync(idle, stream_));
     synchronize();
     if (pool_) H2EXPR_CUDA(cudaMemPoolTrimTo(pool_, 0));
+    if (staging_) H2EXPR_CUDA(cudaMemPoolTrimTo(staging_, 0));
   }
   // The host space's name for it.
   void release_cached() { trim(); }
@@ -118,7 +151,8 @@ class context<cuda> {
     // Memory still allocated from the pool (none: buffers keep their context alive) would be freed
     // with its last allocation.
     if (pool_) (void)cudaMemPoolDestroy(pool_);
-    pool_ = nullptr;
+    if (staging_) (void)cudaMemPoolDestroy(staging_);
+    pool_ = nullptr, staging_ = nullptr;
     workspace_.block = nullptr, workspace_.bytes = 0;
     sparse_ = nullptr;
     solver_ = nullptr;
@@ -133,6 +167,8 @@ class context<cuda> {
   cusolverDnHandle_t solver_ = nullptr;
   cusparseHandle_t sparse_ = nullptr;
   cudaMemPool_t pool_ = nullptr;
+  cudaMemPool_t staging_ = nullptr;
+  bool staging_tried_ = false;
   mutable detail::workspace_slot workspace_;
 };
 

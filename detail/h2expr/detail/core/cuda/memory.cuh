@@ -47,17 +47,35 @@ class device_scratch {
 };
 
 // Page-locked host memory (MPI's staging of device data): its copies to and from the device run at
-// the link's full bandwidth.
+// the link's full bandwidth. From the context's staging pool in stream order where it has one, so that
+// a message reuses what earlier ones freed (the host may touch it once the stream has reached the
+// allocation: after a synchronization); else allocated and freed per call (cudaMallocHost, which
+// synchronizes the device).
 template <class T>
-T* allocate_pinned(std::size_t n) {
+T* allocate_staging(context<cuda>& c, std::size_t n) {
   if (n == 0) return nullptr;
   void* p = nullptr;
-  H2EXPR_CUDA(cudaMallocHost(&p, checked_bytes<T>(n)));
+  const std::size_t bytes = checked_bytes<T>(n);
+  if (cudaMemPool_t pool = c.staging_pool()) H2EXPR_CUDA(cudaMallocFromPoolAsync(&p, bytes, pool, c.stream()));
+  else H2EXPR_CUDA(cudaMallocHost(&p, bytes));
   return static_cast<T*>(p);
 }
+// After the work queued before (a copy from it still in flight included).
 template <class T>
-void deallocate_pinned(T* p) noexcept {
-  if (p) (void)cudaFreeHost(p);
+void deallocate_staging(context<cuda>& c, T* p) noexcept {
+  if (!p) return;
+  if (c.staging_pool()) {
+    (void)cudaFreeAsync(p, c.stream());
+  } else {
+    (void)cudaStreamSynchronize(c.stream());
+    (void)cudaFreeHost(p);
+  }
+}
+// n values from staging memory to the device, queued without a wait: the staging memory outlives the
+// copy (deallocate_staging frees it after the work queued before).
+template <class T>
+void upload_staged(context<cuda>& c, std::size_t n, const T* staged, T* dst) {
+  if (n) H2EXPR_CUDA(cudaMemcpyAsync(dst, staged, n * sizeof(T), cudaMemcpyHostToDevice, c.stream()));
 }
 
 template <class T>
