@@ -10,6 +10,7 @@
 #include "instances/h2_matrix.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -109,6 +110,36 @@ TEST(host_pool, the_limit_bounds_what_stays_cached) {
     small.data()[0] = 1;
   }
   EXPECT_EQ(ctx->cached_bytes(), 0u);
+}
+
+// The cache counts as available memory (memory_available), so a fresh block the system cannot give on
+// top of it first takes the cache back: by its largest blocks, as much as the system is short of.
+std::size_t test_available = std::numeric_limits<std::size_t>::max();
+std::size_t available_for_test() noexcept { return test_available; }
+
+TEST(host_pool, fresh_memory_the_system_lacks_takes_the_cache_back_first) {
+  if (!H2EXPR_HOST_POOL) GTEST_SKIP() << "the cache is off under AddressSanitizer";
+  host_pool pool(available_for_test);
+  const std::size_t mb = std::size_t(1) << 20;
+  test_available = std::numeric_limits<std::size_t>::max();
+  void* a = pool.allocate(8 * mb);
+  void* b = pool.allocate(4 * mb);
+  pool.deallocate(a), pool.deallocate(b);
+  EXPECT_EQ(pool.cached_bytes(), 12 * mb);  // two blocks, or one where they were neighbours
+  void* c = pool.allocate(16 * mb);  // larger than any cached block: fresh, and the system has room
+  EXPECT_EQ(pool.cached_bytes(), 12 * mb);
+  pool.deallocate(c);
+  EXPECT_EQ(pool.cached_bytes(), 28 * mb);
+  test_available = 30 * mb;  // 2 MB short of a fresh 32 MB block: at least 2 MB of the cache goes
+  void* d = pool.allocate(32 * mb);
+  EXPECT_LE(pool.cached_bytes(), 26 * mb);  // the largest block (16 MB, or one merged with its neighbours)
+  pool.deallocate(d);
+  test_available = 0;  // nothing left: the whole cache goes before the fresh block is mapped
+  void* e = pool.allocate(64 * mb);
+  EXPECT_EQ(pool.cached_bytes(), 0u);
+  pool.deallocate(e);
+  EXPECT_EQ(pool.cached_bytes(), 64 * mb);
+  test_available = std::numeric_limits<std::size_t>::max();
 }
 
 // Matrices and algorithms on a context whose blocks are recycled compute the same as on fresh ones.

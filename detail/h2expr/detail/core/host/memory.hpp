@@ -32,19 +32,7 @@ T* allocate(context<host>& c, std::size_t n) {
 // (MemAvailable: free and reclaimable pages) and the blocks the cache holds, or the limit set.
 inline std::size_t memory_available(context<host>& c) {
   if (c.memory_limit() > 0) return c.memory_limit();
-  std::size_t system = std::numeric_limits<std::size_t>::max();
-#if defined(__linux__)
-  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
-    char line[128];
-    unsigned long long kb = 0;
-    while (std::fgets(line, sizeof line, f))
-      if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
-        system = std::size_t(kb) * 1024;
-        break;
-      }
-    std::fclose(f);
-  }
-#endif
+  const std::size_t system = system_available_memory();
   return system == std::numeric_limits<std::size_t>::max() ? system : system + c.cached_bytes();
 }
 

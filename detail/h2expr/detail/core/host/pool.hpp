@@ -15,6 +15,8 @@
 // Under AddressSanitizer the cache is off, so that every block stays visible to it.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <new>
@@ -36,6 +38,25 @@
 
 namespace h2expr::detail {
 
+// The memory the system can still give (Linux's MemAvailable: free and reclaimable pages); the
+// largest size_t where it cannot be read.
+inline std::size_t system_available_memory() noexcept {
+  std::size_t bytes = std::numeric_limits<std::size_t>::max();
+#if defined(__linux__)
+  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[128];
+    unsigned long long kb = 0;
+    while (std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+        bytes = std::size_t(kb) * 1024;
+        break;
+      }
+    std::fclose(f);
+  }
+#endif
+  return bytes;
+}
+
 class host_pool {
  public:
   static constexpr std::size_t page = std::size_t(2) << 20;  // a huge page: what fresh mappings are made of
@@ -55,7 +76,10 @@ class host_pool {
   // go to the ordinary heap, which recycles them itself.
   static constexpr bool serves(std::size_t bytes) { return H2EXPR_HOST_POOL && bytes >= min_bytes; }
 
-  host_pool() : limit_(physical_memory() / 8) {}
+  using available_fn = std::size_t (*)() noexcept;
+  // `available`: what the system can still give (a test's stand-in for system_available_memory).
+  explicit host_pool(available_fn available = system_available_memory)
+      : limit_(physical_memory() / 8), available_(available) {}
   host_pool(const host_pool&) = delete;
   host_pool& operator=(const host_pool&) = delete;
   ~host_pool() { release(0); }
@@ -78,6 +102,14 @@ class host_pool {
       }
     }
     const std::size_t fresh = (size + page - 1) / page * page;
+    // What the cache holds counts as available (memory_available, which algorithms plan with), so
+    // fresh pages must not come on top of it where the system lacks them: the cache gives back first
+    // (its largest blocks) what the system is short of.
+    if (const std::size_t avail = available_(); avail < fresh) {
+      std::lock_guard<std::mutex> lock(m_);
+      const std::size_t short_of = fresh - avail;
+      trim(cached_ > short_of ? cached_ - short_of : 0);
+    }
     void* p = map(fresh);
     if (!p) {  // the cache may hold what the system lacks
       release(0);
@@ -210,6 +242,7 @@ class host_pool {
   std::map<void*, std::size_t> at_;         // the same blocks by address (for merging neighbours)
   std::map<void*, std::size_t> used_;       // blocks handed out, with their sizes
   std::size_t cached_ = 0, limit_;
+  available_fn available_;
 };
 
 inline constexpr std::size_t host_alignment = 64;  // a cache line; enough for any SIMD width
