@@ -514,8 +514,9 @@ TYPED_TEST_P(batched_test, random_fills_are_reproducible_per_item) {
 }
 
 // batch: the shape it finds (uniform, strided) decides the kernel; every kind gives the reference.
-// Items of one allocation in three layouts: at a fixed stride (strided gemm), uniform at scattered
-// offsets (pointer arrays), of different sizes (variable-size); then copies (one transposed) and zero().
+// Items of one allocation in four layouts: at a fixed stride (strided gemm), uniform at scattered
+// offsets (pointer arrays), of different sizes (variable-size), at a fixed negative stride (pointer
+// arrays: strided-batched BLAS documents no negative stride); then copies (one transposed) and zero().
 TYPED_TEST_P(batched_test, batches_pick_their_kernel_and_match_the_reference) {
   using T = typename TypeParam::scalar;
   using Space = typename TypeParam::space;
@@ -534,12 +535,12 @@ TYPED_TEST_P(batched_test, batches_pick_their_kernel_and_match_the_reference) {
   std::vector<int> scattered(count);
   std::iota(scattered.begin(), scattered.end(), 0);
   for (int i = count - 1; i > 0; --i) std::swap(scattered[i], scattered[r.uniform_int(0, i)]);
-  for (int layout = 0; layout < 3; ++layout) {
+  for (int layout = 0; layout < 4; ++layout) {
     detail::batch<const T, Space> A(ctx), B(ctx);
     detail::batch<T, Space> C(ctx);
     std::vector<int> at(count), ms(count), ns(count), ks(count);
     for (int i = 0; i < count; ++i) {
-      at[i] = layout == 1 ? scattered[i] : i;
+      at[i] = layout == 1 ? scattered[i] : layout == 3 ? count - 1 - i : i;
       ms[i] = layout == 2 ? r.uniform_int(0, 8) : m, ns[i] = layout == 2 ? r.uniform_int(1, 8) : n;
       ks[i] = layout == 2 ? r.uniform_int(0, 8) : k;
       A.add(store[0].data() + at[i] * slot, ks[i], ms[i], std::max(ks[i], 1));  // op(A) = A^T: m x k
@@ -547,7 +548,7 @@ TYPED_TEST_P(batched_test, batches_pick_their_kernel_and_match_the_reference) {
       C.add(store[2].data() + at[i] * slot, ms[i], ns[i], 8);
     }
     EXPECT_EQ(C.uniform(), layout != 2);
-    EXPECT_EQ(C.stride().has_value(), layout != 1);  // layout 2: strided items of different shapes
+    EXPECT_EQ(C.stride().has_value(), layout == 0 || layout == 2);  // layout 2: strided items of different shapes
     // Layout 1 keeps its arrays in a room the call holds (as the H2 product's workspace does): exactly
     // the call's own staged sizes and three batches' worth, taken in the order of the arguments, and
     // the sizes go up with the batches' arrays.

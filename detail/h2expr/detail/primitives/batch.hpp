@@ -126,13 +126,14 @@ class batch {
       if (rows_[i] != rows_[0] || cols_[i] != cols_[0] || ld_[i] != ld_[0]) return false;
     return true;
   }
-  // The elements from one item to the next when they lie at a fixed stride, else nothing.
+  // The elements from one item to the next when they lie at a fixed stride, else nothing. Only a
+  // non-negative one counts: strided-batched BLAS (cuBLAS) documents no other.
   std::optional<std::int64_t> stride() const {
     if (count() < 2) return std::int64_t(0);
     // Addresses as integers: the items need not lie in one allocation.
     auto at = [this](int i) { return std::int64_t(reinterpret_cast<std::uintptr_t>(p_[std::size_t(i)])); };
     const std::int64_t bytes = at(1) - at(0);
-    if (bytes % std::int64_t(sizeof(T)) != 0) return std::nullopt;
+    if (bytes < 0 || bytes % std::int64_t(sizeof(T)) != 0) return std::nullopt;
     for (int i = 2; i < count(); ++i)
       if (at(i) - at(i - 1) != bytes) return std::nullopt;
     return bytes / std::int64_t(sizeof(T));

@@ -114,10 +114,11 @@ class one_sample_set_builder
   using panel = sample_panel<T>;
 
   // Columns s_ .. s - 1 of Omega, Y (and Psi, Z), in padded tree order, at column - base_ of the
-  // panels. Until the leaves are built the earlier columns are kept, and the panels grow to twice what
-  // is asked, so that a round or two more need no copy (room never written costs no memory: its pages
-  // are faulted in when written); once the leaves are built only new columns are read, so the panels
-  // hold those alone (release_samples).
+  // panels. Until the leaves are built the earlier columns are kept, and on the host the panels grow to
+  // twice what is asked, so that a round or two more need no copy (room never written costs no memory
+  // there: its pages are faulted in when written; a device allocation holds all of its memory, so the
+  // CUDA space's panels hold what is asked, and a later round copies them on the device); once the
+  // leaves are built only new columns are read, so the panels hold those alone (release_samples).
   void sample(int s, int round) {
     auto& c = *ctx_;
     const int w = s - s_;
@@ -125,7 +126,7 @@ class one_sample_set_builder
     check_sample_memory(c, (sym_ ? 2 : 4) * std::size_t(np_) * sizeof(T) * std::size_t(s - base_ > room_ ? s - base_ : w),
                         s, np_);
     if (s - base_ > room_) {
-      room_ = base_ > 0 ? s - base_ : 2 * s;
+      room_ = base_ > 0 || !std::is_same_v<Space, host> ? s - base_ : 2 * s;
       auto grow = [&](buffer<T, Space>& b) {
         buffer<T, Space> g(ctx_, std::size_t(np_) * room_);
         if (s_ > base_) copy(c, b.data(), g.data(), std::size_t(np_) * (s_ - base_));
@@ -322,7 +323,10 @@ class one_sample_set_builder
   // The parent level's samples: Omega^ = V^T Omega, Y^ = U^T (Y - sum_s D_ts Omega_s) (and Psi^ =
   // U^T Psi, Z^ = V^T (Z - sum_t D_ts^T Psi_t)), each child's rows after its sibling's; columns c0 ..
   // s_ - 1. A parent level still to be built keeps its first c0 columns before them; a finished one
-  // holds the new columns alone.
+  // holds the new columns alone. Level l's samples are read no more after this (release_samples), so
+  // each of its panels goes as soon as the last parent panel that reads it is written: Y^ and Z^ first,
+  // then Y and Z go, then Omega^ and Psi^. At most one parent panel more than level l's is alive (3 of
+  // them instead of 4 for a symmetric operator, 5 instead of 8 otherwise): the construction's peak.
   void compress_samples(int l, int c0) {
     auto& d = lv_[l];
     auto& up = lv_[l - 1];
@@ -345,30 +349,26 @@ class one_sample_set_builder
       }
       b = std::move(g);
     };
-    alloc(up.om), alloc(up.y);
-    if (!sym_) alloc(up.ps), alloc(up.z);
     const T* u = d.u.data();
     const T* v = sym_ ? d.u.data() : d.v.data();
     int most = 0;
     for (int t = 0; t < nodes; ++t) most = std::max(most, f.ptr[t + 1] - f.ptr[t]);
     buffer<T, Space> e(ctx_, std::size_t(f.pairs()) * ld * ld);
-    // One side: out^ = B^T out - sum_s (B^T op(D)) in_s into the parent's blocks: the near blocks are
-    // projected first (k x ld each), so the products with the samples have k rows, not ld; the sum
-    // goes one near partner at a time (each writes every node's block once).
-    auto side = [&](const panel& in, const panel& out, const std::vector<int>& nin, const std::vector<int>& nout,
-                    const T* bin, const std::vector<int>& kin, const T* bout, const std::vector<int>& kout, bool mirror,
-                    buffer<T, Space>& to_in, buffer<T, Space>& to_out) {
-      std::vector<item_gemm> hin, hout, be;
+    // The side whose samples are products (Y or Z): out^ = B^T out - sum_s (B^T op(D)) in_s into the
+    // parent's blocks. The near blocks are projected first (k x ld each), so the products with the
+    // samples have k rows, not ld; the sum goes one near partner at a time (each writes every node's
+    // block once).
+    auto products = [&](const panel& in, const panel& out, const std::vector<int>& nin, const std::vector<int>& nout,
+                        const T* bout, const std::vector<int>& kout, bool mirror, buffer<T, Space>& to_out) {
+      alloc(to_out);
+      std::vector<item_gemm> hout, be;
       for (int t = 0; t < nodes; ++t) {
-        const std::int64_t parent = std::int64_t(t / 2) * ups;
-        const int oin = (t & 1) ? kin[t - 1] : 0, oout = (t & 1) ? kout[t - 1] : 0;
-        const std::int64_t ic = in.at[t] + std::int64_t(c0) * in.ld, oc = out.at[t] + std::int64_t(c0) * out.ld;
-        hin.push_back({kin[t], s, nin[t], d.basis_at(t), ic, parent + old + oin, ld, in.ld, up.ld});
-        hout.push_back({kout[t], s, nout[t], d.basis_at(t), oc, parent + old + oout, ld, out.ld, up.ld});
+        const int oout = (t & 1) ? kout[t - 1] : 0;
+        const std::int64_t oc = out.at[t] + std::int64_t(c0) * out.ld;
+        hout.push_back({kout[t], s, nout[t], d.basis_at(t), oc, std::int64_t(t / 2) * ups + old + oout, ld, out.ld, up.ld});
         for (int q = f.ptr[t]; q < f.ptr[t + 1]; ++q)
           be.push_back({kout[t], nin[f.col[q]], nout[t], d.basis_at(t), d.pair(mirror ? f.mirror[q] : q), d.pair(q), ld, ld, ld});
       }
-      gemm_items(ctx_, op::transpose, op::none, T(1), bin, in.base, T(0), to_in.data(), hin);
       gemm_items(ctx_, op::transpose, op::none, T(1), bout, out.base, T(0), to_out.data(), hout);
       gemm_items(ctx_, op::transpose, mirror ? op::transpose : op::none, T(1), bout, d.d.data(), T(0), e.data(), be);
       for (int j = 0; j < most; ++j) {
@@ -382,9 +382,36 @@ class one_sample_set_builder
         gemm_items(ctx_, op::none, op::none, T(-1), e.data(), in.base, T(1), to_out.data(), es);
       }
     };
-    side(samples(l, true, false), samples(l, false, false), d.nc, d.nr, v, d.kv, u, d.ku, false, up.om, up.y);
-    if (!sym_)
-      side(samples(l, true, true), samples(l, false, true), d.nr, d.nc, u, d.ku, v, d.kv, true, up.ps, up.z);
+    // The side of the test matrix (Omega or Psi): in^ = B^T in.
+    auto tests = [&](const panel& in, const std::vector<int>& nin, const T* bin, const std::vector<int>& kin,
+                     buffer<T, Space>& to_in) {
+      alloc(to_in);
+      std::vector<item_gemm> hin;
+      for (int t = 0; t < nodes; ++t) {
+        const int oin = (t & 1) ? kin[t - 1] : 0;
+        hin.push_back({kin[t], s, nin[t], d.basis_at(t), in.at[t] + std::int64_t(c0) * in.ld,
+                       std::int64_t(t / 2) * ups + old + oin, ld, in.ld, up.ld});
+      }
+      gemm_items(ctx_, op::transpose, op::none, T(1), bin, in.base, T(0), to_in.data(), hin);
+    };
+    // Level l's panel of one kind (the leaves' or the level's own), given back.
+    auto drop = [&](bool omega_side, bool transpose_side) {
+      if (l == L_) (transpose_side ? (omega_side ? psi_ : z_) : (omega_side ? omega_ : y_)) = buffer<T, Space>();
+      else (transpose_side ? (omega_side ? d.ps : d.z) : (omega_side ? d.om : d.y)) = buffer<T, Space>();
+    };
+    products(samples(l, true, false), samples(l, false, false), d.nc, d.nr, u, d.ku, false, up.y);
+    drop(false, false);
+    if (!sym_) {
+      products(samples(l, true, true), samples(l, false, true), d.nr, d.nc, v, d.kv, true, up.z);
+      drop(false, true);
+    }
+    e = buffer<T, Space>();
+    tests(samples(l, true, false), d.nc, v, d.kv, up.om);
+    drop(true, false);
+    if (!sym_) {
+      tests(samples(l, true, true), d.nr, u, d.ku, up.ps);
+      drop(true, true);
+    }
   }
 
   // The root's D = Y Omega^+ (the compressed matrix of the two top nodes, whole).

@@ -82,27 +82,35 @@ template <class T>
 void copy(context<cuda>& c, const T* src, T* dst, std::size_t n) {
   if (n) H2EXPR_CUDA(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyDeviceToDevice, c.stream()));
 }
+// rows x cols from src (leading dimension lds) to dst (ldd) on the context's stream. Contiguous
+// blocks go as one plain copy: cudaMemcpy2D refuses pitches past cudaDevAttrMaxPitch (2^31 - 1 bytes),
+// which a single column of 2 GB or more (a whole buffer's transfer) would pass as its pitch.
+template <class T>
+void copy_2d_async(context<cuda>& c, std::size_t rows, std::size_t cols, const T* src, std::size_t lds, T* dst,
+                   std::size_t ldd, cudaMemcpyKind kind) {
+  if (rows == 0 || cols == 0) return;
+  if (cols == 1 || (lds == rows && ldd == rows))
+    H2EXPR_CUDA(cudaMemcpyAsync(dst, src, checked_bytes<T>(rows * cols), kind, c.stream()));
+  else
+    H2EXPR_CUDA(cudaMemcpy2DAsync(dst, ldd * sizeof(T), src, lds * sizeof(T), rows * sizeof(T), cols, kind, c.stream()));
+}
 template <class T>
 void copy_2d(context<cuda>& c, std::size_t rows, std::size_t cols, const T* src, std::size_t lds, T* dst,
              std::size_t ldd) {
-  if (rows == 0 || cols == 0) return;
-  H2EXPR_CUDA(cudaMemcpy2DAsync(dst, ldd * sizeof(T), src, lds * sizeof(T), rows * sizeof(T), cols,
-                                cudaMemcpyDeviceToDevice, c.stream()));
+  copy_2d_async(c, rows, cols, src, lds, dst, ldd, cudaMemcpyDeviceToDevice);
 }
 template <class T>
 void download_2d(context<cuda>& c, std::size_t rows, std::size_t cols, const T* src, std::size_t lds,
                  T* host_dst, std::size_t ldd) {
   if (rows == 0 || cols == 0) return;
-  H2EXPR_CUDA(cudaMemcpy2DAsync(host_dst, ldd * sizeof(T), src, lds * sizeof(T), rows * sizeof(T), cols,
-                                cudaMemcpyDeviceToHost, c.stream()));
+  copy_2d_async(c, rows, cols, src, lds, host_dst, ldd, cudaMemcpyDeviceToHost);
   c.synchronize();
 }
 template <class T>
 void upload_2d(context<cuda>& c, std::size_t rows, std::size_t cols, const T* host_src, std::size_t lds,
                T* dst, std::size_t ldd) {
   if (rows == 0 || cols == 0) return;
-  H2EXPR_CUDA(cudaMemcpy2DAsync(dst, ldd * sizeof(T), host_src, lds * sizeof(T), rows * sizeof(T), cols,
-                                cudaMemcpyHostToDevice, c.stream()));
+  copy_2d_async(c, rows, cols, host_src, lds, dst, ldd, cudaMemcpyHostToDevice);
   c.synchronize();  // the host source may go away when we return
 }
 

@@ -146,6 +146,15 @@ void bsr_gemm(context<cuda>& c, op block_op, int rows, const int* ptr, const int
               const T* blocks, int mb, int nb, std::int64_t block_stride, const T* X, std::int64_t ldx, T* Y,
               std::int64_t ldy, int nv, T beta, bsr_shape shape) {
   if (rows == 0 || mb == 0 || nv == 0) return;
+  // grid.y counts groups of NV >= 4 vectors (NV = 1 only when nv == 1) and may not pass 65,535: wider
+  // blocks of vectors go in parts.
+  constexpr int widest = 65535 * 4;
+  if (nv > widest) {
+    for (int j = 0; j < nv; j += widest)
+      bsr_gemm(c, block_op, rows, ptr, idx, blk, blocks, mb, nb, block_stride, X + j * ldx, ldx, Y + j * ldy, ldy,
+               std::min(widest, nv - j), beta, shape);
+    return;
+  }
   // The widest chunk of vectors whose accumulator fits the default 48 KB of shared memory.
   auto launch = [&](auto kernel, int NV) {
     const std::size_t shared = std::size_t(mb) * NV * sizeof(T);
