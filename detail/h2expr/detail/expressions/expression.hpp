@@ -189,35 +189,39 @@ struct product_expr : detail::binary_node<L, R> {
   index cols() const { return this->right.cols(); }
 };
 
-// s * inner.
+namespace detail {
+// What scalings and transposes share: one operand, its value type and space, its leaves.
 template <class E>
-struct scaled_expr : detail::expression_node {
+struct unary_node : expression_node {
   using inner_type = std::remove_cvref_t<E>;
   using value_type = typename inner_type::value_type;
   using space = typename inner_type::space;
   E inner;
-  value_type s;
   template <class X>
-  scaled_expr(X&& e, value_type s_) : inner(std::forward<X>(e)), s(s_) {}
-  index rows() const { return inner.rows(); }
-  index cols() const { return inner.cols(); }
+  explicit unary_node(X&& e) : inner(std::forward<X>(e)) {}
   static constexpr auto leaf_types() { return detail::leaf_types<E>(); }
   auto children() const { return std::tie(inner); }
+};
+}  // namespace detail
+
+// s * inner.
+template <class E>
+struct scaled_expr : detail::unary_node<E> {
+  using value_type = typename detail::unary_node<E>::value_type;
+  value_type s;
+  template <class X>
+  scaled_expr(X&& e, value_type s_) : detail::unary_node<E>(std::forward<X>(e)), s(s_) {}
+  index rows() const { return this->inner.rows(); }
+  index cols() const { return this->inner.cols(); }
 };
 
 // inner^T: evaluated by applying inner transposed (sums and products transpose term by term).
 template <class E>
-struct transpose_expr : detail::expression_node {
-  using inner_type = std::remove_cvref_t<E>;
-  using value_type = typename inner_type::value_type;
-  using space = typename inner_type::space;
-  E inner;
+struct transpose_expr : detail::unary_node<E> {
   template <class X>
-  explicit transpose_expr(X&& e) : inner(std::forward<X>(e)) {}
-  index rows() const { return inner.cols(); }
-  index cols() const { return inner.rows(); }
-  static constexpr auto leaf_types() { return detail::leaf_types<E>(); }
-  auto children() const { return std::tie(inner); }
+  explicit transpose_expr(X&& e) : detail::unary_node<E>(std::forward<X>(e)) {}
+  index rows() const { return this->inner.cols(); }
+  index cols() const { return this->inner.rows(); }
 };
 
 // S^{-1} through a Cholesky factor of S (copies of a factor share it).
