@@ -326,7 +326,8 @@ class one_sample_set_builder
   // holds the new columns alone. Level l's samples are read no more after this (release_samples), so
   // each of its panels goes as soon as the last parent panel that reads it is written: Y^ and Z^ first,
   // then Y and Z go, then Omega^ and Psi^. At most one parent panel more than level l's is alive (3 of
-  // them instead of 4 for a symmetric operator, 5 instead of 8 otherwise): the construction's peak.
+  // them instead of 4 for a symmetric operator, 5 instead of 8 otherwise): where the parents' panels are
+  // as large as the leaves' (ranks that fill the leaves), this call was the construction's peak.
   void compress_samples(int l, int c0) {
     auto& d = lv_[l];
     auto& up = lv_[l - 1];
