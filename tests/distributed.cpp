@@ -453,15 +453,7 @@ void expect_general_hara_matches(int n, const build_options& bo, double eps, con
   };
   const double first = apart(P, built);
   EXPECT_LT(first, same_rounds ? std::max(tol<T>(1000), 0.1 * eps) : 2 * eps) << what;
-  // Even with the same rounds, a float node's rank may lie at a threshold that the two sides' rounding
-  // puts apart (seen in hara's compression of both bases, H2EXPR_TEST_SEED=87620719985433 on 2 ranks):
-  // its ranks within one there, the same in double.
-  const int slack = std::is_same_v<T, float> ? 1 : 0;
-  if (same_rounds) {
-    ASSERT_EQ(P.basis_ranks().size(), built.ranks.size()) << what;
-    for (std::size_t l = 0; l < built.ranks.size(); ++l)
-      EXPECT_LE(std::abs(P.basis_ranks()[l] - built.ranks[l]), slack) << what << ": ranks, level " << l;
-  }
+  if (same_rounds) EXPECT_EQ(P.basis_ranks(), built.ranks) << what << ": ranks";
   // Two bases, orthogonalized on the ranks: the operator unchanged.
   const dense<T> Y = to_dense(P * Xl), Z = to_dense(transpose(P) * Xl);
   orthogonalize(P);
@@ -476,7 +468,11 @@ void expect_general_hara_matches(int n, const build_options& bo, double eps, con
     const std::size_t levels = ra.node_rank_min.size();
     ASSERT_EQ(compressed.numbers.size(), 1 + 3 * levels) << what;
     EXPECT_NEAR(*ra.error_estimate, rs_error, 0.05 * rs_error + tol<T>(100)) << what;
-    for (std::size_t l = 0; l < levels; ++l) {  // over both bases: 2^(l + 1) nodes, in float up to 4 a rank apart
+    // Even so, in float a node's truncation may lie at a threshold that the two sides' rounding puts
+    // apart (H2EXPR_TEST_SEED=87620719985433 on 2 ranks: one node of level 6 kept 2 against 1): node
+    // ranks within one there, the same in double. Over both bases: 2^(l + 1) nodes, up to 4 a rank apart.
+    const int slack = std::is_same_v<T, float> ? 1 : 0;
+    for (std::size_t l = 0; l < levels; ++l) {
       const double nodes = double(std::size_t(2) << l);
       EXPECT_LE(std::abs(ra.node_rank_min[l] - int(compressed.numbers[1 + l])), slack) << what << ": level " << l << ", over both bases";
       EXPECT_LE(std::abs(ra.node_rank_max[l] - int(compressed.numbers[1 + levels + l])), slack) << what << ": level " << l;
