@@ -70,9 +70,12 @@ else
 fi
 
 tests=$(for t in $test_targets; do echo $build/tests/$t; done)
+# The tests and memcheck share one window, all that is left but about 300 s for the examples and the
+# benchmarks (the H200 run: test_ara_cuda and test_solvers_cuda need over 240 s beside the sanitizers).
+window=$(( $(left) - 300 )); [ $window -gt 320 ] && window=320
 mkdir -p $build/testlogs
 for t in $tests; do
-  timeout 240 "$t" > "$build/testlogs/$(basename "$t").log" 2>&1 &
+  timeout "$window" "$t" > "$build/testlogs/$(basename "$t").log" 2>&1 &
 done
 
 # compute-sanitizer (it is CPU-bound): every binary at once, the longer ones in GTest shards (one per
@@ -115,9 +118,9 @@ sanitize_all() {  # sanitize_all <tool> <seconds> [binaries regex]: every (match
     done
   done
 }
-# About 300 s are left for the examples and the benchmarks. Racecheck, beside memcheck, on the suites of
-# the own kernels that share memory between threads (gemm tiles, QR/SVD/Cholesky, BSR; HiSparse's, new).
-memcheck_secs=$(( $(left) - 300 )); [ $memcheck_secs -gt 300 ] && memcheck_secs=300
+# Racecheck, beside memcheck, on the suites of the own kernels that share memory between threads (gemm
+# tiles, QR/SVD/Cholesky, BSR; HiSparse's).
+memcheck_secs=$window
 sanitize_all memcheck $memcheck_secs &
 sanitize_all racecheck $memcheck_secs 'batched|hisparse' &
 
@@ -161,7 +164,7 @@ run "$ex" 40 $build/examples/schur_complement_cuda 1024 2 1e-4 hisparse
 run "$ex" 60 $build/examples/gaussian_process_cuda 64
 say "=== benchmarks"
 b=$out/bench.txt
-run "$b" 75 $build/benchmarks/bench_hara_cuda 16 3  # TARGETS.md's 2D and 3D rows alone
+run "$b" 75 $build/benchmarks/bench_hara_cuda 16 3 0 1e-4 verbose  # TARGETS.md's rows alone, hara's lines as it runs
 run "$b" 30 $build/benchmarks/bench_compress_cuda 18
 run "$b" 30 $build/benchmarks/bench_ara_cuda 0.5
 run "$b" 45 $build/benchmarks/bench_schur_cuda 256,512,1024
