@@ -26,17 +26,22 @@ inline void hara_header() {
 
 template <class T, class Space, int D, class Kernel>
 void hara_problem(const std::string& name, const point_cloud<T, D>& pts, const Kernel& k, build_options bo,
-                  double tol, bool square, bool per_level) {
+                  double tol, bool square, bool per_level, bool verbose = false) {
   try {
+    const auto t0 = std::chrono::steady_clock::now();
     auto A = h2_matrix<T, Space>::from_kernel(pts, k, bo);
+    if (verbose)  // hara's own lines follow, level by level, so that a run cut by a time limit shows where it was
+      std::printf("%s, %s: A built in %.2f s\n", name.c_str(), square ? "A * A" : "A",
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()),
+          std::fflush(stdout);
     hara_report rep;
     h2_matrix<T, Space> P;
     detail::probe_errors err;
     if (square) {
-      P = hara(A * A, tol, {.block_size = 32, .converge_samples = 10, .report = &rep});
+      P = hara(A * A, tol, {.block_size = 32, .converge_samples = 10, .verbose = verbose, .report = &rep});
       err = detail::probe(as_sampler(P), as_sampler(A * A), 10, 99);
     } else {
-      P = hara(A, tol, {.block_size = 32, .converge_samples = 10, .report = &rep});
+      P = hara(A, tol, {.block_size = 32, .converge_samples = 10, .verbose = verbose, .report = &rep});
       err = detail::probe(as_sampler(P), as_sampler(A), 10, 99);
     }
     std::string ranks;
@@ -169,7 +174,7 @@ void structure_report(const std::string& name, const ::h2expr::structure<T>& S) 
 // 3 or 0 for both; at tol), 4 a sweep over n = 2^12 .. 2^max_log_n at 1e-4 on the 2D problem's
 // structure, 5 the same on the 3D problem's (exp(-r/0.2) on a g^3 grid, Chebyshev 4), and nothing else.
 template <class Space>
-void run_hara_benchmarks(int max_log_n, int reference, int dims = 0, double tol = 1e-4) {
+void run_hara_benchmarks(int max_log_n, int reference, int dims = 0, double tol = 1e-4, bool verbose = false) {
   if (reference == 1 || reference == 2) {
     std::printf("\n## The reference structures (leaf 64, eta 1): blocks per row cluster and colours per level\n");
     const build_options sb{.leaf_size = 64, .eta = 1.0};
@@ -189,11 +194,11 @@ void run_hara_benchmarks(int max_log_n, int reference, int dims = 0, double tol 
     for (bool square : {false, true})
       if (dims != 3)
         hara_problem<double, Space>("TARGETS 2D exp l=0.1", point_cloud<double, 2>::grid({256, 256}),
-                                    kernels::exponential{0.1}, b2, tol, square, true);
+                                    kernels::exponential{0.1}, b2, tol, square, true, verbose);
     for (bool square : {false, true})
       if (dims != 2)
         hara_problem<double, Space>("TARGETS 3D exp l=0.2", point_cloud<double, 3>::grid({40, 40, 40}),
-                                    kernels::exponential{0.2}, b3, tol, square, true);
+                                    kernels::exponential{0.2}, b3, tol, square, true, verbose);
   }
   if (reference == 4) {  // samples and time per point against n on TARGETS.md's 2D structure (eta 1)
     std::printf("\n## Sweep at 1e-4: 2D exp(-r/0.1) on a g x g grid of [0,1]^2, leaf 64, eta 1, Chebyshev 8\n\n");

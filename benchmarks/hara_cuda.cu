@@ -1,5 +1,5 @@
 // HARA on the CUDA space (see hara.hpp). Usage: bench_hara_cuda [max log2 n of the sweep] [reference, dims,
-// tolerance: as bench_hara_host]
+// tolerance, verbose: as bench_hara_host]
 #include <cstdlib>
 
 #include "hara.hpp"
@@ -12,5 +12,6 @@ int main(int argc, char** argv) {
   std::printf("# h2expr HARA, CUDA space, double\n");
   h2expr::bench::run_hara_benchmarks<h2expr::cuda>(argc > 1 ? std::atoi(argv[1]) : 18,
                                                    argc > 2 ? std::atoi(argv[2]) : 1,
-                                                   argc > 3 ? std::atoi(argv[3]) : 0, argc > 4 ? std::atof(argv[4]) : 1e-4);
+                                                   argc > 3 ? std::atoi(argv[3]) : 0, argc > 4 ? std::atof(argv[4]) : 1e-4,
+                                                   argc > 5 && std::string(argv[5]) == "verbose");
 }

@@ -5,6 +5,7 @@
 #include <h2expr/batched_ara.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <numeric>
 #include <vector>
@@ -80,15 +81,22 @@ TYPED_TEST_P(ara_test, decaying_spectra_meet_the_tolerance_with_near_optimal_ran
   const double tol = std::is_same_v<T, float> ? 1e-4 : 1e-7;
   const int count = 1000;
   std::vector<known_item<T>> items;
+  const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < count; ++i) {
     const int m = r.uniform_int(32, 256), n = r.uniform_int(32, 256);
     const double rank_target = r.uniform_int(5, 60);  // alpha so that s drops to tol near this rank
     items.push_back(decaying_item<T>(r, m, n, std::exp(r.uniform_int(-3, 3)), std::log(1 / tol) / rank_target));
   }
+  const auto t1 = std::chrono::steady_clock::now();
   const auto blocks = to_space<T, Space>(items);
+  std::printf("[ inputs ] %d items made in %.3f s, moved to the space in %.3f s\n", count,
+              std::chrono::duration<double>(t1 - t0).count(),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
   for (bool sharpen : {true, false}) {
     SCOPED_TRACE(sharpen ? "sharpened" : "not sharpened");
+    const auto t0 = std::chrono::steady_clock::now();
     const auto lr = batched_ara(blocks, tol, {.sharpen = sharpen});
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ASSERT_EQ(lr.size(), count);
     double worst = 0, overshoot = 0;
     for (int i = 0; i < count; ++i) {
@@ -108,8 +116,8 @@ TYPED_TEST_P(ara_test, decaying_spectra_meet_the_tolerance_with_near_optimal_ran
       EXPECT_GE(lr.samples(i), lr.rank(i));
       overshoot += lr.rank(i) - items[i].rank_at(tol);
     }
-    std::printf("[ %s ] worst error / tol %.2f, mean rank overshoot %.2f, %d rounds\n",
-                sharpen ? "sharpened" : "plain", worst, overshoot / count, lr.rounds());
+    std::printf("[ %s ] worst error / tol %.2f, mean rank overshoot %.2f, %d rounds, %.3f s\n",
+                sharpen ? "sharpened" : "plain", worst, overshoot / count, lr.rounds(), seconds);
   }
 }
 
