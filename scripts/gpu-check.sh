@@ -39,6 +39,9 @@ if [ -n "$prebuilt" ]; then
   missing=$(for f in "$prebuilt"/*/*_cuda; do ldd "$f" | grep "not found"; done | sort -u)
   if [ -z "$missing" ] && "$prebuilt/tests/test_matrix_cuda" --gtest_list_tests > /dev/null 2>&1; then
     say "prebuilt programs from $prebuilt: $(cat "$prebuilt/BUILT" 2>/dev/null)"
+    built=$(awk '{print $2}' "$prebuilt/BUILT" 2>/dev/null | tr -d ',')
+    [ "$built" = "$(git rev-parse --short HEAD 2>/dev/null)" ] ||
+      say "WARNING: the programs were built from commit ${built:-unknown}, not from this tree's HEAD"
   else
     say "prebuilt programs unusable here (${missing:-test_matrix_cuda does not start}); building from the sources"
     prebuilt=""
