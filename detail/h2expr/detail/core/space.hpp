@@ -1,6 +1,7 @@
 #pragma once
 // Execution spaces. A space says where data lives and which backend runs the batched primitives.
 // Everything above the primitives is written once, templated on the space.
+#include <cstddef>
 #include <memory>
 #include <type_traits>
 
@@ -21,6 +22,29 @@ struct cuda {};
 
 template <class Space>
 inline constexpr bool is_space_v = std::is_same_v<Space, host> || std::is_same_v<Space, cuda>;
+
+namespace detail {
+// What the algorithms, written once for every space, may assume of a space's memory: the one place where
+// their plans differ by space (the primitives differ by backend, below them).
+template <class Space>
+struct space_traits;
+template <>
+struct space_traits<host> {
+  // The CPU reads and writes the space's memory itself: nothing to stage, upload or download.
+  static constexpr bool host_memory = true;
+  // Pages are committed when first written, so room reserved and never written costs no memory.
+  static constexpr bool commits_on_write = true;
+  // Intermediates are formed in pieces the caches hold; the caller names the size it measured best.
+  static constexpr std::size_t chunk_bytes(std::size_t cache_bytes) { return cache_bytes; }
+};
+template <>
+struct space_traits<cuda> {
+  static constexpr bool host_memory = false;
+  static constexpr bool commits_on_write = false;  // a device allocation holds all of its memory at once
+  // Whole levels at once: a launch needs the parallelism, and the device's memory holds the bytes.
+  static constexpr std::size_t chunk_bytes(std::size_t) { return std::size_t(1) << 30; }
+};
+}  // namespace detail
 
 // Per-space state: handles, stream and workspace (see context.hpp). Shared by the objects that use it.
 template <class Space>

@@ -231,24 +231,24 @@ class message {
   std::size_t size() const { return size_; }
   T* mpi() { return staged_ ? staged_.get() : values_; }
   void before_send() {
-    if constexpr (!std::is_same_v<Space, host>) {
+    if constexpr (!space_traits<Space>::host_memory) {
       if (staged_ && size_) download_2d(*ctx_, size_, 1, values_, size_, staged_.get(), size_);
       else ctx_->synchronize();  // MPI reads the packed values: they must be there
     }
   }
   void before_receive() {  // MPI writes the staging memory (stream-ordered too) or the values themselves
-    if constexpr (!std::is_same_v<Space, host>)
+    if constexpr (!space_traits<Space>::host_memory)
       if (size_) ctx_->synchronize();
   }
   void after_receive() {
-    if constexpr (!std::is_same_v<Space, host>)
+    if constexpr (!space_traits<Space>::host_memory)
       if (staged_ && size_) upload_staged(*ctx_, size_, staged_.get(), values_);
   }
 
  private:
   void stage() {
 #if defined(H2EXPR_CUDA_SPACE)
-    if constexpr (!std::is_same_v<Space, host>)
+    if constexpr (!space_traits<Space>::host_memory)
       if (!mpi_cuda_aware())
         staged_ = std::unique_ptr<T, release_staging>(allocate_staging<T>(*ctx_, size_), {ctx_.get()});
 #endif
@@ -257,7 +257,7 @@ class message {
     context<Space>* c = nullptr;
     void operator()(T* p) const noexcept {
 #if defined(H2EXPR_CUDA_SPACE)
-      if constexpr (!std::is_same_v<Space, host>) deallocate_staging(*c, p);
+      if constexpr (!space_traits<Space>::host_memory) deallocate_staging(*c, p);
 #endif
       (void)p;
     }

@@ -34,7 +34,7 @@ buffer<T, Space> identity_buffer(const context_ptr<Space>& ctx, int k) {
 // Bytes of stacked weights formed at once: enough for full batches on the GPU, cache-sized on the host.
 template <class Space>
 constexpr std::size_t weights_chunk_bytes() {
-  return std::is_same_v<Space, host> ? std::size_t(32) << 20 : std::size_t(1) << 30;
+  return space_traits<Space>::chunk_bytes(std::size_t(32) << 20);
 }
 
 // R_i (k x k) from the Gram matrices G_i = W_i^T W_i + C_i C_i^T of the stacks W_i (m_i x k at W + i H k,

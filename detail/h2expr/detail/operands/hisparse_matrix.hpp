@@ -276,7 +276,7 @@ class hisparse_matrix {
   // f(the pool in host memory): the nodes themselves on the host space, a copy from the device otherwise.
   template <class F>
   void with_host_pool(F&& f) const {
-    if constexpr (std::is_same_v<Space, host>) {
+    if constexpr (detail::space_traits<Space>::host_memory) {
       f(s_->pool.data());
     } else {
       const std::vector<unsigned char> pool = s_->pool.to_host();

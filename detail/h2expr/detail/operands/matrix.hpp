@@ -125,7 +125,7 @@ template <class T, class Space>
 Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> to_dense(const_view<T, Space> v) {
   Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> out(v.rows(), v.cols());
   if (v.rows() && v.cols()) {
-    if constexpr (std::is_same_v<Space, host>) {
+    if constexpr (detail::space_traits<Space>::host_memory) {  // a host view may come without a context
       context<host> c;
       detail::download_2d(c, v.rows(), v.cols(), v.data(), v.ld(), out.data(), v.rows());
     } else {

@@ -130,7 +130,7 @@ class sparse_matrix {
   }
 
   static bool same(const csr& x, const csr& y) {
-    if constexpr (std::is_same_v<Space, host>) {
+    if constexpr (detail::space_traits<Space>::host_memory) {
       return detail::same_csr(x.rows, x.cols, x.ptr.data(), x.idx.data(), x.val.data(), y.rows, y.cols, y.ptr.data(),
                               y.idx.data(), y.val.data());
     } else {

@@ -54,7 +54,7 @@ class batch_array_room {
     require(taken <= size_ - used_, "batch arrays: the call planned too little room (a bug in h2expr)");
     std::byte* to = at_ + used_;
     used_ += taken;
-    if constexpr (std::is_same_v<Space, host>) {  // the room is host memory: packed in place, nothing to send
+    if constexpr (space_traits<Space>::host_memory) {  // the room is host memory: packed in place, nothing to send
       pack(to);
       return to;
     }

@@ -126,7 +126,7 @@ class one_sample_set_builder
     check_sample_memory(c, (sym_ ? 2 : 4) * std::size_t(np_) * sizeof(T) * std::size_t(s - base_ > room_ ? s - base_ : w),
                         s, np_);
     if (s - base_ > room_) {
-      room_ = base_ > 0 || !std::is_same_v<Space, host> ? s - base_ : 2 * s;
+      room_ = base_ > 0 || !space_traits<Space>::commits_on_write ? s - base_ : 2 * s;
       auto grow = [&](buffer<T, Space>& b) {
         buffer<T, Space> g(ctx_, std::size_t(np_) * room_);
         if (s_ > base_) copy(c, b.data(), g.data(), std::size_t(np_) * (s_ - base_));
