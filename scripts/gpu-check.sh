@@ -77,8 +77,11 @@ tests=$(for t in $test_targets; do echo $build/tests/$t; done)
 # benchmarks (the H200 run: test_ara_cuda and test_solvers_cuda need over 240 s beside the sanitizers).
 window=$(( $(left) - 300 )); [ $window -gt 320 ] && window=320
 mkdir -p $build/testlogs
+# One OpenMP thread per test process (as ctest gives the host suites): the drivers' Eigen references
+# would otherwise start 16 threads each beside 30-odd sanitizer processes (a lead for the ARA test's
+# 141-175 s on the GPU machines, against 4 s on the 2-core host).
 for t in $tests; do
-  timeout "$window" "$t" > "$build/testlogs/$(basename "$t").log" 2>&1 &
+  OMP_NUM_THREADS=1 timeout "$window" "$t" > "$build/testlogs/$(basename "$t").log" 2>&1 &
 done
 
 # compute-sanitizer (it is CPU-bound): every binary at once, the longer ones in GTest shards (one per
@@ -94,7 +97,7 @@ sanitize() {  # sanitize <tool> <binary> <seconds> <shard> <shards>
   local extra=(); [ "$tool" = memcheck ] && extra=(--leak-check full)
   # The intentional 8 TB allocation is left out: it runs in the tests above, and the sanitizer
   # reports its failed cudaMalloc as an API error.
-  GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$shard timeout "$secs" "$sanitizer" --tool "$tool" "${extra[@]}" \
+  OMP_NUM_THREADS=1 GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$shard timeout "$secs" "$sanitizer" --tool "$tool" "${extra[@]}" \
     --error-exitcode 9 "$t" --gtest_filter=-*out_of_memory* > "$item.log" 2>&1
   local rc=$? ran; ran=$(grep -c "\[       OK \]" "$item.log")
   case $rc in
