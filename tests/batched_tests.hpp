@@ -303,24 +303,25 @@ TYPED_TEST_P(batched_test, svd_thin) {
   }
 }
 
-// Items of up to 241 rows: the host factors those above 64 in 64-column panels (a failure in a later
-// panel too).
+// Items of up to 300 rows: the host factors those above 64 in 64-column panels (a failure in a later
+// panel too); the GPU those past its shared memory (n > 240 on Hopper) through cuSOLVER, with the same
+// failure semantics (the last items: one factored, one with a NaN pivot).
 TYPED_TEST_P(batched_test, cholesky_factors_and_reports_failures) {
   using T = typename TypeParam::scalar;
   using Space = typename TypeParam::space;
   rng r(15);
-  const int count = 33;
+  const int count = 35;
   std::vector<dense<T>> g;
   std::vector<int> ns, expected_info;
   for (int i = 0; i < count; ++i) {
-    const int n = i < 4 ? 130 + 37 * i : r.uniform_int(1, 72);
+    const int n = i < 4 ? 130 + 37 * i : i == 33 ? 300 : i == 34 ? 270 : r.uniform_int(1, 72);
     dense<double> x = r.template normal<double>(n, n + 3);
     dense<double> spd = x * x.transpose() + 0.1 * dense<double>::Identity(n, n);
     int info = 0;
-    if (i % 4 == 3) {  // not positive definite from column j on
-      const int j = r.uniform_int(0, n - 1);
+    if (i % 4 == 3 || i == 34) {  // not positive definite from column j on
+      const int j = i == 34 ? 150 : r.uniform_int(0, n - 1);
       spd = dense<double>::Identity(n, n);
-      spd(j, j) = i % 8 == 7 ? std::numeric_limits<double>::quiet_NaN() : -1.0;  // NaN pivots fail too
+      spd(j, j) = i % 8 == 7 || i == 34 ? std::numeric_limits<double>::quiet_NaN() : -1.0;  // NaN pivots fail too
       info = j + 1;
     }
     dense<T> full = spd.template cast<T>();
@@ -340,22 +341,24 @@ TYPED_TEST_P(batched_test, cholesky_factors_and_reports_failures) {
     dense<double> ref = g[i].template cast<double>().template selfadjointView<Eigen::Lower>();
     EXPECT_LT(relative_error(L * L.transpose(), ref), tol<T>(20)) << "n = " << ns[i];
   }
-  // Uniform batch.
-  const int n = 24;
-  std::vector<dense<T>> h;
-  for (int i = 0; i < 20; ++i) {
-    dense<double> x = r.template normal<double>(n, n);
-    h.push_back((x * x.transpose() + dense<double>::Identity(n, n)).template cast<T>());
-  }
-  auto H = make_batch<T, Space>(h);
-  buffer<int, Space> info2(default_context<Space>(), 20);
-  detail::potrf_batched(this->ctx(), n, H.pointers(), n, info2.data(), 20);
-  auto l2 = read_batch(H);
-  auto got2 = info2.to_host();
-  for (int i = 0; i < 20; ++i) {
-    EXPECT_EQ(got2[i], 0);
-    const dense<double> L = l2[i].template cast<double>().template triangularView<Eigen::Lower>();
-    EXPECT_LT(relative_error(L * L.transpose(), h[i]), tol<T>(20));
+  // Uniform batches, small and large.
+  for (const int n : {24, 260}) {
+    const int items = n < 100 ? 20 : 2;
+    std::vector<dense<T>> h;
+    for (int i = 0; i < items; ++i) {
+      dense<double> x = r.template normal<double>(n, n);
+      h.push_back((x * x.transpose() + dense<double>::Identity(n, n)).template cast<T>());
+    }
+    auto H = make_batch<T, Space>(h);
+    buffer<int, Space> info2(default_context<Space>(), items);
+    detail::potrf_batched(this->ctx(), n, H.pointers(), n, info2.data(), items);
+    auto l2 = read_batch(H);
+    auto got2 = info2.to_host();
+    for (int i = 0; i < items; ++i) {
+      EXPECT_EQ(got2[i], 0) << "n = " << n;
+      const dense<double> L = l2[i].template cast<double>().template triangularView<Eigen::Lower>();
+      EXPECT_LT(relative_error(L * L.transpose(), h[i]), tol<T>(20)) << "n = " << n;
+    }
   }
 }
 
@@ -366,19 +369,20 @@ TYPED_TEST_P(batched_test, cholesky_of_float_data_computes_in_double) {
   using Space = typename TypeParam::space;
   if constexpr (std::is_same_v<T, float>) {
     rng r(16);
-    const int n = 40;
-    dense<double> q = reference::orthonormal_columns(r.template normal<double>(n, n));
-    Eigen::VectorXd ev(n);
-    for (int j = 0; j < n; ++j) ev(j) = std::pow(10.0, -6.0 * j / (n - 1));
-    const dense<float> g = (q * ev.asDiagonal() * q.transpose()).template cast<float>();
-    auto G = make_batch<float, Space>({g});
-    buffer<int, Space> info(default_context<Space>(), 1);
-    detail::potrf_batched(this->ctx(), n, G.pointers(), n, info.data(), 1);
-    ASSERT_EQ(info.to_host()[0], 0);
-    const dense<double> L = to_dense(G.item(0)).template cast<double>().template triangularView<Eigen::Lower>();
-    // Exact Cholesky of the float data in double, for comparison.
-    const dense<double> Lref = reference::cholesky_lower(g.template cast<double>());
-    EXPECT_LT(relative_error(L, Lref), 5e-7);
+    for (const int n : {40, 260}) {  // the GPU's kernel, and its cuSOLVER path past shared memory
+      dense<double> q = reference::orthonormal_columns(r.template normal<double>(n, n));
+      Eigen::VectorXd ev(n);
+      for (int j = 0; j < n; ++j) ev(j) = std::pow(10.0, -6.0 * j / (n - 1));
+      const dense<float> g = (q * ev.asDiagonal() * q.transpose()).template cast<float>();
+      auto G = make_batch<float, Space>({g});
+      buffer<int, Space> info(default_context<Space>(), 1);
+      detail::potrf_batched(this->ctx(), n, G.pointers(), n, info.data(), 1);
+      ASSERT_EQ(info.to_host()[0], 0) << "n = " << n;
+      const dense<double> L = to_dense(G.item(0)).template cast<double>().template triangularView<Eigen::Lower>();
+      // Exact Cholesky of the float data in double, for comparison.
+      const dense<double> Lref = reference::cholesky_lower(g.template cast<double>());
+      EXPECT_LT(relative_error(L, Lref), 5e-7) << "n = " << n;
+    }
   } else {
     GTEST_SKIP() << "float only";
   }

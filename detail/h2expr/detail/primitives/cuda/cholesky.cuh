@@ -1,6 +1,6 @@
 #pragma once
-// Batched Cholesky (lower, in place) on the GPU. Uniform double batches go to cuSOLVER; non-uniform
-// batches, and float data of any shape, use h2expr's own kernel, which factors in double: ARA's
+// Batched Cholesky (lower, in place) on the GPU: h2expr's own kernel for the items that fit a block's
+// shared memory, cuSOLVER's potrf one by one for larger ones. Both factor float data in double: ARA's
 // Cholesky QR of float samples squares their condition number in the Gram matrix, so the Gram
 // matrix is read as float, factored in double and written back as float (HARA's mixed precision).
 #include <h2expr/detail/core/cuda/check.cuh>
@@ -15,28 +15,30 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 namespace h2expr::detail::kernels {
 
-// One item per block (grid.y). The lower triangle is staged in double, packed column by column,
-// in shared memory when it fits (use_shared) and in the global workspace otherwise. Right-looking:
-// each step scales column j and updates the trailing triangle, one warp per column.
-// Sizes and leading dimensions come from n_/lda_ when given, else from uniform_n/uniform_lda.
+// One item per block (grid.y), its lower triangle staged in double, packed column by column, in shared
+// memory. Right-looking: each step scales column j and updates the trailing triangle, one warp per
+// column. Items larger than max_item_n are left alone (cuSOLVER factors them, below). Sizes and
+// leading dimensions come from n_/lda_ when given, else from uniform_n/uniform_lda.
 template <class T>
 __global__ void __launch_bounds__(256) potrf_vbatched(const int* n_, int uniform_n, T* const* A_,
-                                                      const int* lda_, int uniform_lda, int* info, double* work,
-                                                      std::int64_t work_stride, bool use_shared, int first_item) {
+                                                      const int* lda_, int uniform_lda, int* info, int max_item_n,
+                                                      int first_item) {
   extern __shared__ double chol_shared[];
   const int item = first_item + blockIdx.y;
   const int n = n_ ? n_[item] : uniform_n;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, warps = blockDim.x / 32;
+  if (n > max_item_n) return;
   if (n == 0) {
     if (tid == 0) info[item] = 0;
     return;
   }
   T* __restrict__ A = A_[item];
   const std::int64_t lda = lda_ ? lda_[item] : uniform_lda;
-  double* __restrict__ L = use_shared ? chol_shared : work + item * work_stride;
+  double* __restrict__ L = chol_shared;
   auto l = [&](int r, int c) -> double& { return L[std::int64_t(c) * n - std::int64_t(c) * (c - 1) / 2 + (r - c)]; };
 
   for (int c = warp; c < n; c += warps)
@@ -66,30 +68,112 @@ __global__ void __launch_bounds__(256) potrf_vbatched(const int* n_, int uniform
   if (tid == 0) info[item] = failed;
 }
 
+// The lower triangle of an n x n block from one precision to another (float data through a double
+// factorization and back).
+template <class From, class To>
+__global__ void convert_lower(int n, const From* __restrict__ a, std::int64_t lda, To* __restrict__ b, std::int64_t ldb) {
+  for (std::int64_t c = blockIdx.y; c < n; c += gridDim.y)
+    for (std::int64_t r = c + blockIdx.x * blockDim.x + threadIdx.x; r < n; r += std::int64_t(gridDim.x) * blockDim.x)
+      b[r + c * ldb] = To(a[r + c * lda]);
+}
+
+// cuSOLVER reports pivots that are not positive; one that is NaN or infinite may pass it. Where it
+// reported none, the first diagonal entry of L that is not a positive finite number fails the item,
+// as in the kernel above.
+template <class T>
+__global__ void potrf_check_diagonal(int n, const T* __restrict__ L, std::int64_t ld, int* info) {
+  if (threadIdx.x != 0 || *info != 0) return;
+  for (int j = 0; j < n; ++j) {
+    const double d = double(L[j + j * ld]);
+    if (!(d > 0) || isinf(d)) {
+      *info = j + 1;
+      return;
+    }
+  }
+}
+
 }  // namespace h2expr::detail::kernels
 
 namespace h2expr::detail {
 
+// Items whose packed triangle fits the block's shared memory go to the kernel, all in one launch; larger
+// ones (n over ~240 on Hopper: HARA's near fields reach 2,500 rows in 3D) to cuSOLVER's potrf, item by
+// item, each call using the whole device (one block of the kernel would hold the triangle in global
+// memory and run n^3/6 updates alone). Float data is factored in double there too.
 template <class T>
 void potrf_own(context<cuda>& c, const int* n, int uniform_n, T* const* A, const int* lda, int uniform_lda,
                int* info, int count, int max_n) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
   if (count <= 0) return;
-  const std::size_t packed = std::size_t(std::max(max_n, 0)) * std::size_t(std::max(max_n, 0) + 1) / 2;
-  const std::size_t bytes = packed * sizeof(double);
+  auto packed_bytes = [](int k) { return std::size_t(k) * std::size_t(k + 1) / 2 * sizeof(double); };
+  const std::size_t optin = std::size_t(c.properties().sharedMemPerBlockOptin);
+  int fits = 0;  // the largest n whose triangle the kernel holds in shared memory
+  while (packed_bytes(fits + 1) <= optin) ++fits;
+
+  // The large items' sizes and addresses, read on the host before the kernel is queued (a few numbers
+  // per item; the factorizations dwarf the wait).
+  std::vector<int> ns, lds;
+  std::vector<T*> ptrs;
+  if (max_n > fits) {
+    ns.assign(std::size_t(count), uniform_n), lds.assign(std::size_t(count), uniform_lda), ptrs.resize(std::size_t(count));
+    if (n) download_2d(c, std::size_t(count), 1, n, std::size_t(count), ns.data(), std::size_t(count));
+    if (lda) download_2d(c, std::size_t(count), 1, lda, std::size_t(count), lds.data(), std::size_t(count));
+    download_2d(c, std::size_t(count), 1, A, std::size_t(count), ptrs.data(), std::size_t(count));
+  }
+
+  const int kernel_n = std::min(std::max(max_n, 0), fits);
   const auto kernel = kernels::potrf_vbatched<T>;
-  // Shared memory beyond the default 48 KiB needs an opt-in per kernel; beyond the device's
-  // opt-in limit the triangle lives in a global workspace (slower, any size).
-  const bool use_shared = bytes <= std::size_t(c.properties().sharedMemPerBlockOptin);
-  if (use_shared && bytes > 48 * 1024)
-    H2EXPR_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-  const device_scratch<double> work(c, use_shared ? 0 : packed * std::size_t(count));
+  const std::size_t bytes = packed_bytes(kernel_n);
+  // Shared memory beyond the default 48 KiB needs an opt-in per kernel.
+  if (bytes > 48 * 1024) H2EXPR_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
   const int threads = max_n > 64 ? 256 : 128;
   for_item_chunks(count, [&](int first, int items) {
-    kernel<<<dim3(1, items), threads, use_shared ? bytes : 0, c.stream()>>>(
-        n, uniform_n, A, lda, uniform_lda, info, work.get(), std::int64_t(packed), use_shared, first);
+    kernel<<<dim3(1, items), threads, bytes, c.stream()>>>(n, uniform_n, A, lda, uniform_lda, info, kernel_n, first);
     H2EXPR_CUDA_LAUNCHED();
   });
+  if (max_n <= fits) return;
+
+  // Float items are factored in a double copy (ld = n), as in the kernel.
+  int largest = 0;
+  for (int k : ns)
+    if (k > fits) largest = std::max(largest, k);
+  const device_scratch<double> copy(c, std::is_same_v<T, float> ? std::size_t(largest) * std::size_t(largest) : 0);
+  auto factor_of = [&](int i, int& ldf) -> double* {  // where item i is factored
+    if constexpr (std::is_same_v<T, float>) {
+      ldf = ns[std::size_t(i)];
+      return copy.get();
+    } else {
+      ldf = lds[std::size_t(i)];
+      return ptrs[std::size_t(i)];
+    }
+  };
+  int lwork = 1;
+  for (int i = 0; i < count; ++i) {
+    if (ns[std::size_t(i)] <= fits) continue;
+    int ldf = 0, w = 0;
+    double* f = factor_of(i, ldf);
+    H2EXPR_CUSOLVER(cusolverDnDpotrf_bufferSize(c.solver(), CUBLAS_FILL_MODE_LOWER, ns[std::size_t(i)], f, ldf, &w));
+    lwork = std::max(lwork, w);
+  }
+  const device_scratch<double> work(c, std::size_t(lwork));
+  for (int i = 0; i < count; ++i) {
+    const int k = ns[std::size_t(i)];
+    if (k <= fits) continue;
+    int ldf = 0;
+    double* f = factor_of(i, ldf);
+    const dim3 grid(std::min((k + 255) / 256, 64), std::min(k, 65535));
+    if constexpr (std::is_same_v<T, float>) {
+      kernels::convert_lower<float, double><<<grid, 256, 0, c.stream()>>>(k, ptrs[std::size_t(i)], lds[std::size_t(i)], f, ldf);
+      H2EXPR_CUDA_LAUNCHED();
+    }
+    H2EXPR_CUSOLVER(cusolverDnDpotrf(c.solver(), CUBLAS_FILL_MODE_LOWER, k, f, ldf, work.get(), lwork, info + i));
+    kernels::potrf_check_diagonal<double><<<1, 32, 0, c.stream()>>>(k, f, ldf, info + i);
+    H2EXPR_CUDA_LAUNCHED();
+    if constexpr (std::is_same_v<T, float>) {
+      kernels::convert_lower<double, float><<<grid, 256, 0, c.stream()>>>(k, f, ldf, ptrs[std::size_t(i)], lds[std::size_t(i)]);
+      H2EXPR_CUDA_LAUNCHED();
+    }
+  }
 }
 
 // A_i = L_i L_i^T with L_i in the lower triangle (the strict upper triangle is not referenced);
