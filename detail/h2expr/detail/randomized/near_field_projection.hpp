@@ -332,8 +332,12 @@ void project_near_fields(const context_ptr<Space>& ctx, const projection_shape& 
     r = near_projection::draw(ctx, sh, x);
   }
   const std::size_t per_node = std::size_t(gs) + (basis ? 2 * std::size_t(nw) * wd + std::size_t(wd) * wd : 0);
-  const int batch = int(std::clamp<std::size_t>((std::size_t(256) << 20) / sizeof(T) / per_node, 1, std::max(nodes, 1)));
-  const std::size_t pair_budget = (std::size_t(512) << 20) / sizeof(T) / std::size_t(ps);
+  // Nodes per batch of K's, and pair blocks at once: bounded by memory on the host; on the GPU a batch is
+  // what one launch of each per-item kernel runs side by side (256 MB held 4 nodes of 3D's 2,500-row near
+  // fields: 4 of an H200's 132 multiprocessors busy).
+  const int batch = int(std::clamp<std::size_t>(space_traits<Space>::chunk_bytes(std::size_t(256) << 20) / sizeof(T) / per_node,
+                                                1, std::max(nodes, 1)));
+  const std::size_t pair_budget = space_traits<Space>::chunk_bytes(std::size_t(512) << 20) / sizeof(T) / std::size_t(ps);
   const auto key = [all](int a, int b) { return std::int64_t(std::max(a, b)) * all + std::min(a, b); };
   std::unordered_map<std::int64_t, std::int64_t> slot;  // pair (a >= b) -> its block Omega_a Omega_b^T
   for (int u0 = 0, u1 = 0; u0 < nodes; u0 = u1) {
