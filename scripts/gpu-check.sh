@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on a GPU machine, inside a time budget: build the CUDA targets for the GPU (sm_90 by
-# default) from the staged dependencies, run every CUDA test binary, compute-sanitizer (memcheck, then
-# racecheck) on them, the CUDA examples, and the benchmarks at sizes that fit. Host tests are CI's job.
+# default) from the staged dependencies, run every CUDA test binary, compute-sanitizer (memcheck on all,
+# racecheck on the suites of the shared-memory kernels) on them, the CUDA examples, and the benchmarks at
+# sizes that fit. Host tests are CI's job.
 #   ../shared/tools/stage-deps.sh .   # once, on the development machine: fills .deps/ (carry it)
 #   scripts/gpu-stage.sh              # optional: builds the CUDA programs here (no GPU needed) into .gpubin/
 #   GPU_CHECK_PREBUILT=.gpubin scripts/gpu-check.sh [arch] [budget seconds]   # carry .gpubin and .deps
@@ -11,9 +12,9 @@
 # Writes under $OUT (or ./gpu-out), at most 8 files (the device tool's limit): summary.txt (what
 # passed, what failed, what ran out of time), build.log, tests.log, sanitizer.log, examples.log,
 # bench.txt. Every stage has a deadline, so a slow stage costs the later ones time, not the whole run.
-# memcheck runs beside the tests and the second build step, in shards (GTest's own sharding) so that
-# the long suites do not run alone at the end; examples and benchmarks are then timed on a quiet GPU;
-# racecheck gets what is left.
+# memcheck and racecheck run beside the tests and the second build step, in one window, in shards
+# (GTest's own sharding) so that the long suites do not run alone at the end; examples and benchmarks
+# are then timed on a quiet GPU.
 set -uo pipefail
 arch=${1:-90}
 budget=${2:-560}
@@ -39,9 +40,11 @@ if [ -n "$prebuilt" ]; then
   missing=$(for f in "$prebuilt"/*/*_cuda; do ldd "$f" | grep "not found"; done | sort -u)
   if [ -z "$missing" ] && "$prebuilt/tests/test_matrix_cuda" --gtest_list_tests > /dev/null 2>&1; then
     say "prebuilt programs from $prebuilt: $(cat "$prebuilt/BUILT" 2>/dev/null)"
-    built=$(awk '{print $2}' "$prebuilt/BUILT" 2>/dev/null | tr -d ',')
-    [ "$built" = "$(git rev-parse --short HEAD 2>/dev/null)" ] ||
+    built=$(sed -n 's/^commit \([0-9a-f]*\).*/\1/p' "$prebuilt/BUILT" 2>/dev/null)
+    [ -n "$built" ] && [ "$built" = "$(git rev-parse HEAD 2>/dev/null)" ] ||
       say "WARNING: the programs were built from commit ${built:-unknown}, not from this tree's HEAD"
+    grep -q "local changes" "$prebuilt/BUILT" && say "WARNING: the programs were built with uncommitted changes"
+    grep -q "sm_$arch," "$prebuilt/BUILT" || say "WARNING: the programs were not built for sm_$arch"
   else
     say "prebuilt programs unusable here (${missing:-test_matrix_cuda does not start}); building from the sources"
     prebuilt=""
@@ -76,6 +79,7 @@ tests=$(for t in $test_targets; do echo $build/tests/$t; done)
 # The tests and memcheck share one window, all that is left but about 300 s for the examples and the
 # benchmarks (the H200 run: test_ara_cuda and test_solvers_cuda need over 240 s beside the sanitizers).
 window=$(( $(left) - 300 )); [ $window -gt 320 ] && window=320
+[ $window -lt 60 ] && { say "only $window s left for the tests: they get 60 s, the benchmarks less"; window=60; }
 mkdir -p $build/testlogs
 # One OpenMP thread per test process (as ctest gives the host suites): the drivers' Eigen references
 # would otherwise start 16 threads each beside 30-odd sanitizer processes (a lead for the ARA test's
@@ -85,9 +89,8 @@ for t in $tests; do
 done
 
 # compute-sanitizer (it is CPU-bound): every binary at once, the longer ones in GTest shards (one per
-# 5 tests) so that the cores stay busy to the end; memcheck now, beside the tests and the second build
-# step; racecheck after the benchmarks, with the time left. A run cut by its limit reports how many
-# tests it finished clean.
+# 8 tests) so that the cores stay busy to the end, beside the tests and the second build step. A run
+# cut by its limit reports how many tests it finished clean.
 rm -rf "$build/sanitized" && mkdir -p "$build/sanitized"
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 sanitize() {  # sanitize <tool> <binary> <seconds> <shard> <shards>
@@ -118,10 +121,11 @@ sanitize_all() {  # sanitize_all <tool> <seconds> [binaries regex]: every (match
     for ((k = 0; k < shards; ++k)); do sanitize "$1" "$t" "$2" $k $shards & done
   done
   wait
-  for t in $(echo "$tests" | grep -E "${3:-.}"); do
-    for f in "$build/sanitized/$1.$(basename "$t")".*.log; do
-      { echo "### $1 $(basename "$f" .log)"; grep -v "^\[ RUN\|^\[       OK" "$f" | head -200; } >> "$out/sanitizer.log"
-    done
+}
+sanitizer_logs() {  # sanitizer_logs <tool>: its runs' logs into sanitizer.log (after every run ended)
+  for f in "$build/sanitized/$1".*.log; do
+    [ -e "$f" ] || continue
+    { echo "### $1 $(basename "$f" .log)"; grep -v "^\[ RUN\|^\[       OK" "$f" | head -200; } >> "$out/sanitizer.log"
   done
 }
 # Racecheck, beside memcheck, on the suites of the own kernels that share memory between threads (gemm
@@ -136,8 +140,10 @@ if [ -n "$build2" ]; then
   [ $b2 -eq 0 ] || { say "BUILD of examples/benchmarks FAILED"; status=1; grep -E "error" -A5 "$out/build.log" | tail -40; }
   stamp "examples and benchmarks built"
 fi
-wait  # the tests and memcheck
-stamp "tests and memcheck done"
+wait  # the tests, memcheck and racecheck
+sanitizer_logs memcheck
+sanitizer_logs racecheck
+stamp "tests and sanitizers done"
 say "=== tests"
 for t in $tests; do
   f="$build/testlogs/$(basename "$t").log"

@@ -25,6 +25,9 @@ done
 rm -rf .gpubin && mkdir -p .gpubin
 tar -C "$stage" -cf - tests examples benchmarks | xz -T0 -6 > .gpubin/programs.tar.xz
 rm -rf "$stage"
-echo "commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- include detail tests examples benchmarks CMakeLists.txt cmake || echo ' + local changes'), sm_$arch, built $(date -u +%F)" > .gpubin/BUILT
+# What gpu-check.sh compares with its tree: the full commit, local changes to what the programs are built
+# from (results and scripts aside), the architecture.
+changes=$(git status --porcelain -- include detail tests examples benchmarks CMakeLists.txt cmake ':!benchmarks/results')
+echo "commit $(git rev-parse HEAD)${changes:+ + local changes}, sm_$arch, built $(date -u +%F)" > .gpubin/BUILT
 grep -qxF '.gpubin/' .gitignore || echo "note: add '.gpubin/' to .gitignore"
 du -sh .gpubin

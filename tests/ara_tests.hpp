@@ -94,9 +94,9 @@ TYPED_TEST_P(ara_test, decaying_spectra_meet_the_tolerance_with_near_optimal_ran
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
   for (bool sharpen : {true, false}) {
     SCOPED_TRACE(sharpen ? "sharpened" : "not sharpened");
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto start = std::chrono::steady_clock::now();
     const auto lr = batched_ara(blocks, tol, {.sharpen = sharpen});
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ASSERT_EQ(lr.size(), count);
     double worst = 0, overshoot = 0;
     for (int i = 0; i < count; ++i) {

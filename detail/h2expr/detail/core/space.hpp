@@ -24,8 +24,8 @@ template <class Space>
 inline constexpr bool is_space_v = std::is_same_v<Space, host> || std::is_same_v<Space, cuda>;
 
 namespace detail {
-// What the algorithms, written once for every space, may assume of a space's memory: the one place where
-// their plans differ by space (the primitives differ by backend, below them).
+// What the algorithms, written once for every space, may assume of a space's memory, where their plans
+// differ by space (what a backend's primitives cost or need stays with the backend).
 template <class Space>
 struct space_traits;
 template <>
@@ -34,8 +34,9 @@ struct space_traits<host> {
   static constexpr bool host_memory = true;
   // Pages are committed when first written, so room reserved and never written costs no memory.
   static constexpr bool commits_on_write = true;
-  // Intermediates are formed in pieces the caches hold; the caller names the size it measured best.
-  static constexpr std::size_t chunk_bytes(std::size_t cache_bytes) { return cache_bytes; }
+  // Intermediates are formed in pieces of the size the caller measured best here (what the caches or
+  // the memory hold).
+  static constexpr std::size_t chunk_bytes(std::size_t host_bytes) { return host_bytes; }
 };
 template <>
 struct space_traits<cuda> {

@@ -77,13 +77,14 @@ __global__ void convert_lower(int n, const From* __restrict__ a, std::int64_t ld
       b[r + c * ldb] = To(a[r + c * lda]);
 }
 
-// cuSOLVER reports pivots that are not positive; one that is NaN or infinite may pass it. Where it
-// reported none, the first diagonal entry of L that is not a positive finite number fails the item,
-// as in the kernel above.
+// cuSOLVER reports pivots that are not positive; one that is NaN or infinite may pass it (an infinite
+// one zeroes its column, and a later pivot may fail instead). The first diagonal entry of L before the
+// one cuSOLVER reported that is not a positive finite number fails the item, as in the kernel above.
 template <class T>
 __global__ void potrf_check_diagonal(int n, const T* __restrict__ L, std::int64_t ld, int* info) {
-  if (threadIdx.x != 0 || *info != 0) return;
-  for (int j = 0; j < n; ++j) {
+  if (threadIdx.x != 0) return;
+  const int factored = *info > 0 ? *info - 1 : n;  // the columns cuSOLVER factored
+  for (int j = 0; j < factored; ++j) {
     const double d = double(L[j + j * ld]);
     if (!(d > 0) || isinf(d)) {
       *info = j + 1;
@@ -121,22 +122,29 @@ void potrf_own(context<cuda>& c, const int* n, int uniform_n, T* const* A, const
     download_2d(c, std::size_t(count), 1, A, std::size_t(count), ptrs.data(), std::size_t(count));
   }
 
+  // The kernel, unless every item is cuSOLVER's.
+  const bool small_items = max_n <= fits || std::any_of(ns.begin(), ns.end(), [&](int k) { return k <= fits; });
   const int kernel_n = std::min(std::max(max_n, 0), fits);
   const auto kernel = kernels::potrf_vbatched<T>;
   const std::size_t bytes = packed_bytes(kernel_n);
   // Shared memory beyond the default 48 KiB needs an opt-in per kernel.
-  if (bytes > 48 * 1024) H2EXPR_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  if (small_items && bytes > 48 * 1024)
+    H2EXPR_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
   const int threads = max_n > 64 ? 256 : 128;
-  for_item_chunks(count, [&](int first, int items) {
-    kernel<<<dim3(1, items), threads, bytes, c.stream()>>>(n, uniform_n, A, lda, uniform_lda, info, kernel_n, first);
-    H2EXPR_CUDA_LAUNCHED();
-  });
+  if (small_items)
+    for_item_chunks(count, [&](int first, int items) {
+      kernel<<<dim3(1, items), threads, bytes, c.stream()>>>(n, uniform_n, A, lda, uniform_lda, info, kernel_n, first);
+      H2EXPR_CUDA_LAUNCHED();
+    });
   if (max_n <= fits) return;
 
   // Float items are factored in a double copy (ld = n), as in the kernel.
   int largest = 0;
   for (int k : ns)
     if (k > fits) largest = std::max(largest, k);
+  // max_n bounds every item (one past it would be left unfactored, its info unwritten).
+  require<invalid_argument>(largest <= max_n, "potrf_vbatched: an item of " + std::to_string(largest) +
+                                                  " rows past max_n = " + std::to_string(max_n));
   const device_scratch<double> copy(c, std::is_same_v<T, float> ? std::size_t(largest) * std::size_t(largest) : 0);
   auto factor_of = [&](int i, int& ldf) -> double* {  // where item i is factored
     if constexpr (std::is_same_v<T, float>) {
@@ -152,6 +160,10 @@ void potrf_own(context<cuda>& c, const int* n, int uniform_n, T* const* A, const
     if (ns[std::size_t(i)] <= fits) continue;
     int ldf = 0, w = 0;
     double* f = factor_of(i, ldf);
+    // cuSOLVER's legacy potrf indexes with int.
+    require<invalid_argument>(std::size_t(ldf) * std::size_t(ns[std::size_t(i)]) < (std::size_t(1) << 31),
+                              "potrf_vbatched: an item of " + std::to_string(ns[std::size_t(i)]) + " rows, ld " +
+                                  std::to_string(ldf) + ", past cuSOLVER's 32-bit indexing");
     H2EXPR_CUSOLVER(cusolverDnDpotrf_bufferSize(c.solver(), CUBLAS_FILL_MODE_LOWER, ns[std::size_t(i)], f, ldf, &w));
     lwork = std::max(lwork, w);
   }
@@ -191,9 +203,10 @@ void potrf_batched(context<cuda>& c, int n, T* const* A, int lda, int* info, int
     fill(c, info, std::size_t(count), 0);
     return;
   }
-  // The own kernel for both precisions: one failure semantics everywhere (NaN pivots fail, which
-  // cusolverDnDpotrfBatched lets pass), and it was faster than cuSOLVER's batched potrf for n = 64..128
-  // in a development measurement on an H100 (not kept under benchmarks/results).
+  // The own kernel for both precisions where it holds the items in shared memory (n <= 240 on Hopper),
+  // cuSOLVER's potrf item by item past that (potrf_own): one failure semantics everywhere (NaN pivots
+  // fail, which cusolverDnDpotrfBatched lets pass); the kernel was faster than cuSOLVER's batched potrf
+  // for n = 64..128 in a development measurement on an H100 (not kept under benchmarks/results).
   potrf_own<T>(c, nullptr, n, A, nullptr, lda, info, count, n);
 }
 
