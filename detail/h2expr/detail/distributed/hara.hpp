@@ -15,6 +15,7 @@
 // one recompression (compress's, on the ranks; two bases for a general operator) ends it. A round
 // that needs more samples keeps the levels it finished, which only compress the new columns, as in
 // one process: the same matrix to rounding.
+#include <h2expr/detail/core/splitmix.hpp>
 #include <h2expr/detail/distributed/compress.hpp>
 #include <h2expr/detail/distributed/expression.hpp>
 #include <h2expr/detail/operations/hara.hpp>

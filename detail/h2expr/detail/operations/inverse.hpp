@@ -28,6 +28,7 @@
 // residual reached (a step needs a tolerance below what T resolves), as does max_iterations (steps,
 // rejected ones included) without convergence; never a silent wrong inverse. A step whose hara would
 // hold more samples than the memory available raises device_out_of_memory with the step and residual.
+#include <h2expr/detail/core/splitmix.hpp>
 #include <h2expr/detail/core/error.hpp>
 #include <h2expr/detail/expressions/evaluate.hpp>
 #include <h2expr/detail/expressions/expression.hpp>

@@ -16,6 +16,7 @@
 //    round that ended on small residuals is likely the last: the next one takes only r samples.
 // Converged items leave the batch, so they cost nothing while the others go on. The host plans
 // each round from a few numbers per item: one small download per round, which the loop needs anyway.
+#include <h2expr/detail/core/splitmix.hpp>
 #include <h2expr/detail/primitives/batch.hpp>
 #include <h2expr/detail/core/buffer.hpp>
 #include <h2expr/detail/core/error.hpp>

@@ -13,6 +13,7 @@
 //   4. recompression of H (orthogonalize, weights, truncation), so ranks stay minimal.
 // The diagonal dense leaves come last, from one product with a block of identities.
 // Symmetric operators sample only the (left, right) blocks: (right, left) is their transpose.
+#include <h2expr/detail/core/splitmix.hpp>
 #include <h2expr/detail/randomized/ara.hpp>
 #include <h2expr/detail/h2/compact.hpp>
 #include <h2expr/detail/h2/compress.hpp>

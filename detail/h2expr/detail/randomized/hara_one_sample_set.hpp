@@ -24,6 +24,7 @@
 // starts at what the leaves need and grows to what the first short level asks for (block_size more
 // when a node's rank did not fit), sampling only the new columns;
 // levels already built keep their bases and near blocks and only compress the new columns upward.
+#include <h2expr/detail/core/splitmix.hpp>
 #include <h2expr/detail/randomized/hara.hpp>
 #include <h2expr/detail/randomized/near_field_projection.hpp>
 #include <h2expr/detail/randomized/sample_rounds.hpp>

@@ -5,9 +5,9 @@
 // field, Y_t P with P in the null space of Omega_N, their SVD and the held-out estimate of every
 // truncation; the rank that fits a node's share of the error budget.
 #include <h2expr/detail/core/error.hpp>
+#include <h2expr/detail/core/splitmix.hpp>
 #include <h2expr/detail/h2/orthogonalize.hpp>
 #include <h2expr/detail/primitives/items.hpp>
-#include <h2expr/detail/primitives/host/random.hpp>
 #include <h2expr/detail/randomized/ara.hpp>
 #include <h2expr/detail/structure/matrix_tree.hpp>
 

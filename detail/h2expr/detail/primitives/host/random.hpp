@@ -3,6 +3,7 @@
 // entry a function of (seed, item, column, row) alone: results do not depend on the thread count.
 #include <h2expr/detail/core/blas_types.hpp>
 #include <h2expr/detail/core/host/context.hpp>
+#include <h2expr/detail/core/splitmix.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -10,13 +11,6 @@
 #include <vector>
 
 namespace h2expr::detail {
-
-inline std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // Fills one column (rows entries) of item `item` of a batch.
 template <class T>

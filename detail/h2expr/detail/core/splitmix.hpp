@@ -1,0 +1,15 @@
+#pragma once
+// SplitMix64 (Steele, Lea and Flood 2014): a 64-bit mixing function. The random fills of both backends
+// key their streams with it, and the algorithms derive each round's and level's seed from the user's.
+#include <cstdint>
+
+namespace h2expr::detail {
+
+constexpr std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace h2expr::detail
