@@ -1,6 +1,7 @@
 #pragma once
-// SplitMix64 (Steele, Lea and Flood 2014): a 64-bit mixing function. The random fills of both backends
-// key their streams with it, and the algorithms derive each round's and level's seed from the user's.
+// SplitMix64 (Steele, Lea and Flood 2014): a 64-bit mixing function. The host's random fills key their
+// streams with it (the GPU's use cuRAND's Philox), and the algorithms derive each round's and level's
+// seed from the user's with it.
 #include <cstdint>
 
 namespace h2expr::detail {
