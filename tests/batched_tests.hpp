@@ -305,16 +305,17 @@ TYPED_TEST_P(batched_test, svd_thin) {
 
 // Items of up to 300 rows: the host factors those above 64 in 64-column panels (a failure in a later
 // panel too); the GPU those past its shared memory (n > 240 on Hopper) through cuSOLVER, with the same
-// failure semantics (the last items: one factored, one with a NaN pivot).
+// failure semantics (the last items: one factored, one with a NaN pivot, one with an infinite pivot before a
+// negative one, which must fail at the infinite one).
 TYPED_TEST_P(batched_test, cholesky_factors_and_reports_failures) {
   using T = typename TypeParam::scalar;
   using Space = typename TypeParam::space;
   rng r(15);
-  const int count = 35;
+  const int count = 36;
   std::vector<dense<T>> g;
   std::vector<int> ns, expected_info;
   for (int i = 0; i < count; ++i) {
-    const int n = i < 4 ? 130 + 37 * i : i == 33 ? 300 : i == 34 ? 270 : r.uniform_int(1, 72);
+    const int n = i < 4 ? 130 + 37 * i : i == 33 ? 300 : i >= 34 ? 270 : r.uniform_int(1, 72);
     dense<double> x = r.template normal<double>(n, n + 3);
     dense<double> spd = x * x.transpose() + 0.1 * dense<double>::Identity(n, n);
     int info = 0;
@@ -323,6 +324,11 @@ TYPED_TEST_P(batched_test, cholesky_factors_and_reports_failures) {
       spd = dense<double>::Identity(n, n);
       spd(j, j) = i % 8 == 7 || i == 34 ? std::numeric_limits<double>::quiet_NaN() : -1.0;  // NaN pivots fail too
       info = j + 1;
+    }
+    if (i == 35) {  // an infinite pivot fails where it stands, not at a later negative one
+      spd = dense<double>::Identity(n, n);
+      spd(100, 100) = std::numeric_limits<double>::infinity(), spd(200, 200) = -1.0;
+      info = 101;
     }
     dense<T> full = spd.template cast<T>();
     full.template triangularView<Eigen::StrictlyUpper>().setConstant(std::numeric_limits<T>::quiet_NaN());

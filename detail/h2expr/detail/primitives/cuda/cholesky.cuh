@@ -19,6 +19,9 @@
 
 namespace h2expr::detail::kernels {
 
+// A pivot fails when it is not positive, NaN or infinite (both paths below, the same test).
+__device__ inline bool failed_pivot(double d) { return !(d > 0) || isinf(d); }
+
 // One item per block (grid.y), its lower triangle staged in double, packed column by column, in shared
 // memory. Right-looking: each step scales column j and updates the trailing triangle, one warp per
 // column. Items larger than max_item_n are left alone (cuSOLVER factors them, below). Sizes and
@@ -48,7 +51,7 @@ __global__ void __launch_bounds__(256) potrf_vbatched(const int* n_, int uniform
   int failed = 0;
   for (int j = 0; j < n; ++j) {
     const double d = l(j, j);
-    if (!(d > 0) || isinf(d)) {  // not positive, NaN or infinite: the same in every thread
+    if (failed_pivot(d)) {  // the same in every thread
       failed = j + 1;
       break;
     }
@@ -85,8 +88,7 @@ __global__ void potrf_check_diagonal(int n, const T* __restrict__ L, std::int64_
   if (threadIdx.x != 0) return;
   const int factored = *info > 0 ? *info - 1 : n;  // the columns cuSOLVER factored
   for (int j = 0; j < factored; ++j) {
-    const double d = double(L[j + j * ld]);
-    if (!(d > 0) || isinf(d)) {
+    if (failed_pivot(double(L[j + j * ld]))) {
       *info = j + 1;
       return;
     }

@@ -57,10 +57,13 @@ int potrf_item(int n, T* A, int lda) {
     failed = llt_lower_blocked<double>(w.data(), n, n);
     a.template triangularView<Eigen::Lower>() = w.template cast<T>();
   }
-  if (failed >= 0) return int(failed) + 1;
-  for (int j = 0; j < n; ++j)  // Eigen tests pivots with x <= 0, which NaN passes: catch it here
+  // Eigen tests pivots with x <= 0, which NaN and +inf pass (an infinite pivot zeroes its column, and a
+  // later pivot may fail in its place): the first non-finite entry of L's diagonal before the pivot
+  // Eigen reported fails the item.
+  const int factored = failed >= 0 ? int(failed) : n;
+  for (int j = 0; j < factored; ++j)
     if (!std::isfinite(a(j, j))) return j + 1;
-  return 0;
+  return failed >= 0 ? int(failed) + 1 : 0;
 }
 
 template <class T>
