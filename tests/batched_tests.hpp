@@ -407,8 +407,12 @@ TYPED_TEST_P(batched_test, trsm_all_variants) {
           std::vector<int> ms, ns;
           const int mu = 17, nu = 6;
           for (int i = 0; i < count; ++i) {
-            // Up to 150: the host solves triangles above 64 in blocks of 64.
-            const int m = r.uniform_int(1, 150), n = r.uniform_int(1, 150), k = s == side::left ? m : n;
+            // Up to 150: the host solves triangles above 64 in blocks of 64. Items 0 and 1 have larger
+            // triangles: the CUDA kernel takes up to 192 (double) or 384 (float) rows on the left and 256
+            // columns on the right, cuBLAS's trsm the rest, item by item, beside the kernel's items.
+            int m = r.uniform_int(1, 150), n = r.uniform_int(1, 150);
+            if (i < 2) (s == side::left ? m : n) = i == 0 ? r.uniform_int(390, 420) : r.uniform_int(200, 250);
+            const int k = s == side::left ? m : n;
             // Well conditioned also with a unit diagonal: off-diagonal entries of size 1/k.
             dense<T> t = r.template normal<T>(k, k) / T(k);
             t.diagonal().array() = t.diagonal().array().abs() + T(1);
