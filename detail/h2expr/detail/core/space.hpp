@@ -45,6 +45,17 @@ struct space_traits<cuda> {
   // Whole levels at once: a launch needs the parallelism, and the device's memory holds the bytes.
   static constexpr std::size_t chunk_bytes(std::size_t) { return std::size_t(1) << 30; }
 };
+
+// The base of every h2expr type that holds or applies values of type T in a space (matrices, sparse and
+// H2 matrices, samplers, expressions): it checks the arguments, with a message that names them, and
+// names them as value_type and space.
+template <class T, class Space>
+struct values_in_space {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "h2expr: T must be float or double");
+  static_assert(is_space_v<Space>, "h2expr: Space must be h2expr::host or h2expr::cuda");
+  using value_type = T;
+  using space = Space;
+};
 }  // namespace detail
 
 // Per-space state: handles, stream and workspace (see context.hpp). Shared by the objects that use it.

@@ -20,10 +20,8 @@
 namespace h2expr::distributed {
 
 template <class T, class Space = host>
-class expression {
+class expression : public h2expr::detail::values_in_space<T, Space> {
  public:
-  using value_type = T;
-  using space = Space;
   using apply_fn = std::function<void(detail::op, const_view<T, Space>, view<T, Space>)>;
 
   // A (not a copy: A must outlive the expression).

@@ -40,13 +40,8 @@ namespace distributed {
 using product_report = detail::distributed_product_report;
 
 template <class T, class Space = host>
-class h2_matrix {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "h2expr: T must be float or double");
-
+class h2_matrix : public h2expr::detail::values_in_space<T, Space> {
  public:
-  using value_type = T;
-  using space = Space;
-
   // Collective. The kernel matrix M(i, j) = kernel(points[i], points[j]), as h2expr::h2_matrix::from_kernel
   // builds it, split over the ranks of comm: every rank passes the same points and options (checked:
   // otherwise ranks_disagree on every rank) and computes only its own blocks. The structure (cluster

@@ -34,13 +34,8 @@ struct h2_access {
 }  // namespace detail
 
 template <class T, class Space = host>
-class h2_matrix {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "h2expr: T must be float or double");
-
+class h2_matrix : public detail::values_in_space<T, Space> {
  public:
-  using value_type = T;
-  using space = Space;
-
   // The kernel matrix M(i, j) = kernel(points[i], points[j]), rows and columns in the cloud's order.
   // Entries of coupling and dense blocks are generated on the matrix's space: on the GPU for the
   // built-in kernels (kernels.hpp); any other callable is evaluated on the host and copied over.

@@ -19,11 +19,8 @@
 namespace h2expr {
 
 template <class T, class Space = host>
-class diagonal_matrix {
+class diagonal_matrix : public detail::values_in_space<T, Space> {
  public:
-  using value_type = T;
-  using space = Space;
-
   // The n x n identity.
   explicit diagonal_matrix(index n, ::h2expr::context_ptr<Space> ctx = default_context<Space>())
       : n_(n), ctx_(std::move(ctx)) {

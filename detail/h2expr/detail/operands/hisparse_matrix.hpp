@@ -49,14 +49,8 @@ struct hisparse_nodes {
 };
 
 template <class T, class Space = host>
-class hisparse_matrix {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "h2expr: T must be float or double");
-  static_assert(is_space_v<Space>, "h2expr: Space must be h2expr::host or h2expr::cuda");
-
+class hisparse_matrix : public detail::values_in_space<T, Space> {
  public:
-  using value_type = T;
-  using space = Space;
-
   // rows x cols from host CSR arrays (sparse_matrix::from_csr's arguments and conventions: columns
   // in any order within a row, a (row, column) given more than once is the sum of its values).
   static hisparse_matrix from_csr(index rows, index cols, const std::vector<int>& row_ptr,

@@ -17,14 +17,8 @@
 namespace h2expr {
 
 template <class T, class Space = host>
-class matrix {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "h2expr: T must be float or double");
-  static_assert(is_space_v<Space>, "h2expr: Space must be h2expr::host or h2expr::cuda");
-
+class matrix : public detail::values_in_space<T, Space> {
  public:
-  using value_type = T;
-  using space = Space;
-
   matrix() = default;
   // rows x cols of zeros.
   matrix(index rows, index cols, ::h2expr::context_ptr<Space> ctx = default_context<Space>())

@@ -42,11 +42,8 @@
 namespace h2expr {
 
 template <class T, class Space = host>
-class sparse_cholesky {
+class sparse_cholesky : public detail::values_in_space<T, Space> {
  public:
-  using value_type = T;
-  using space = Space;
-
   // Factors S: dimension_mismatch if it is not square, invalid_argument if it is not exactly
   // symmetric, not_positive_definite if a pivot is not positive or the pivots show S singular to
   // double precision (smallest squared pivot <= n eps times the largest). 0 x 0 is fine.

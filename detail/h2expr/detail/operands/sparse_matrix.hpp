@@ -29,14 +29,8 @@
 namespace h2expr {
 
 template <class T, class Space = host>
-class sparse_matrix {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "h2expr: T must be float or double");
-  static_assert(is_space_v<Space>, "h2expr: Space must be h2expr::host or h2expr::cuda");
-
+class sparse_matrix : public detail::values_in_space<T, Space> {
  public:
-  using value_type = T;
-  using space = Space;
-
   // rows x cols from host CSR arrays: row_ptr (rows + 1 entries, from 0 up to nnz), col_idx and
   // values (nnz entries each). Columns may come unsorted within a row, and a (row, column) given
   // more than once is the sum of its values (the assembly convention). Explicit zeros are kept.

@@ -25,10 +25,8 @@
 namespace h2expr {
 
 template <class T, class Space = host>
-class sampler {
+class sampler : public detail::values_in_space<T, Space> {
  public:
-  using value_type = T;
-  using space = Space;
   using function = std::function<void(const_view<T, Space> in, view<T, Space> out)>;
 
   // A symmetric n x n operator: f serves M and M^T.
