@@ -23,19 +23,6 @@
 
 namespace h2expr {
 namespace distributed {
-template <class T, class Space>
-class h2_matrix;
-}
-
-namespace detail {
-// The mutable share of a distributed matrix, for h2expr's operations that change one in place.
-struct distributed_access {
-  template <class T, class Space>
-  static distributed_data<T, Space>& data(distributed::h2_matrix<T, Space>& A) { return A.d_; }
-};
-}  // namespace detail
-
-namespace distributed {
 
 using product_report = detail::distributed_product_report;
 
@@ -132,7 +119,7 @@ class h2_matrix : public h2expr::detail::values_in_space<T, Space> {
   const detail::distributed_data<T, Space>& data() const { return d_; }
 
  private:
-  friend struct detail::distributed_access;
+  friend struct detail::h2_access;
   const detail::communicator& comm() const {
     detail::require<missing_structure>(d_.comm != nullptr, "distributed h2_matrix: empty (default-constructed)");
     return *d_.comm;
@@ -274,7 +261,7 @@ matrix<T, Space> operator*(const h2_matrix<T, Space>& A, const matrix<T, Space>&
 // the one h2expr::orthogonalize gives the same matrix in one process.
 template <class T, class Space>
 void orthogonalize(distributed::h2_matrix<T, Space>& A) {
-  detail::distributed_orthogonalize(detail::distributed_access::data(A));
+  detail::distributed_orthogonalize(detail::h2_access::data(A));
 }
 
 // Collective: compress(A, tol) of one process (operations/compress.hpp) on the ranks: the same
@@ -284,7 +271,7 @@ void orthogonalize(distributed::h2_matrix<T, Space>& A) {
 // gets the same report but for the memory and the seconds).
 template <class T, class Space>
 compress_report compress(distributed::h2_matrix<T, Space>& A, double tol, const compress_options& options = {}) {
-  return detail::distributed_compress(detail::distributed_access::data(A), tol, options);
+  return detail::distributed_compress(detail::h2_access::data(A), tol, options);
 }
 
 namespace distributed {

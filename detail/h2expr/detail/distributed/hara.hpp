@@ -886,7 +886,7 @@ auto hara(const E& op, double tol, const hara_options<typename std::remove_cvref
   // A symmetric result's shared basis is weighed by its rows alone: half the mass (weights_from_rows_alone).
   detail::distributed_recompress(H, detail::keep_frobenius_share{e * e / std::max(harmonic, 1.0) / (H.symmetric ? 2 : 1)}, crep);
   distributed::h2_matrix<T, Space> P;
-  detail::distributed_access::data(P) = std::move(H);
+  detail::h2_access::data(P) = std::move(H);
   const double compress_seconds = std::chrono::duration<double>(clock::now() - tc).count();
   if (o.report) {
     hara_report rep;

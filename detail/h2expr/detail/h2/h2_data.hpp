@@ -210,4 +210,12 @@ struct h2_data {
   }
 };
 
+// The mutable representation of an H2 matrix (h2_matrix's h2_data, a distributed::h2_matrix's share;
+// each befriends this), for h2expr's operations that change one in place (orthogonalize, compress,
+// hara's builders, load): a user changes a matrix only through those.
+struct h2_access {
+  template <class Matrix>
+  static auto& data(Matrix& A) { return A.d_; }
+};
+
 }  // namespace h2expr::detail

@@ -21,18 +21,6 @@
 
 namespace h2expr {
 
-template <class T, class Space>
-class h2_matrix;
-
-namespace detail {
-// The mutable representation of an h2_matrix, for h2expr's operations that change one in place
-// (orthogonalize, compress, hara's builders, load): a user changes a matrix only through those.
-struct h2_access {
-  template <class T, class Space>
-  static h2_data<T, Space>& data(h2_matrix<T, Space>& A) { return A.d_; }
-};
-}  // namespace detail
-
 template <class T, class Space = host>
 class h2_matrix : public detail::values_in_space<T, Space> {
  public:
