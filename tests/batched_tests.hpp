@@ -439,6 +439,12 @@ TYPED_TEST_P(batched_test, trsm_all_variants) {
           for (int i = 0; i < count; ++i)
             EXPECT_LT(relative_error(x[i], reference(a[i], b[i])), tol<T>(50))
                 << "side " << int(s) << " uplo " << int(ul) << " op " << int(tr) << " diag " << int(dg);
+          if (ul == uplo::lower && tr == op::none && dg == diag::non_unit) {  // alpha = 0: B := 0, A not read
+            detail::trsm_vbatched(this->ctx(), s, ul, tr, dg, M.data(), N.data(), T(0), (const T* const*)A.pointers(),
+                                  A.ld(), B.pointers(), B.ld(), count, B.max_rows(), B.max_cols());
+            const auto zeros = read_batch(B);
+            for (int i = 0; i < count; ++i) EXPECT_EQ(zeros[i].cwiseAbs().maxCoeff(), T(0)) << "item " << i;
+          }
           // Uniform batch with cuBLAS (CUDA) / the same loop (host).
           std::vector<dense<T>> au, buv;
           for (int i = 0; i < count; ++i) {

@@ -122,7 +122,8 @@ void trsm_vbatched(context<cuda>& c, side s, uplo ul, op trans, diag dg, const i
                                   : 256;
   const int threads = left ? threads_left : threads_right;
   const int rhs = left ? max_n : max_m, blocks = (rhs + threads - 1) / threads;
-  const std::size_t staging = left ? std::size_t(std::min(max_m, max_k)) * threads * sizeof(T) : 0;
+  // (alpha = 0: the kernel reads nothing, so it stages nothing; past 48 KiB the launch would fail.)
+  const std::size_t staging = left && alpha != T(0) ? std::size_t(std::min(max_m, max_k)) * threads * sizeof(T) : 0;
   for_item_chunks(count, [&](int first, int items) {
     kernels::trsm_vbatched<T><<<dim3(blocks, items), threads, staging, c.stream()>>>(s, ul, trans, dg, m, n, alpha, A,
                                                                                      lda, B, ldb, max_k, first);
