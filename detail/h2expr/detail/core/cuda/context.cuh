@@ -6,18 +6,60 @@
 // The pool keeps what is freed into it (release threshold: unlimited) instead of handing it back to
 // the driver at every synchronization, as the device's default pool does: an algorithm's temporaries
 // then come from memory the context already holds, grown to the widest request, with no
-// synchronization and no new mapping per call. trim() gives the idle part back.
+// synchronization and no new mapping per call. trim() gives the idle part back, and an allocation
+// the device refuses takes back what every context's pool on the device keeps idle, then tries once
+// more (memory.cuh): a pool's idle memory is lost to other contexts until then.
 // Random numbers come from cuRAND's device API (counter-based Philox) inside h2expr's fill kernels,
 // so no generator handle is needed and a fill depends only on its seed, not on launch shapes.
 #include <h2expr/detail/core/cuda/check.cuh>
 #include <h2expr/detail/core/space.hpp>
 #include <h2expr/detail/core/workspace_slot.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <string>
+#include <vector>
 
 namespace h2expr {
+
+namespace detail {
+// The pools of the process's CUDA contexts, per device, so that an allocation one context is refused
+// can take back what the others keep idle (each pool keeps its peak; see context<cuda>).
+class device_pools {
+ public:
+  static void add(int device, cudaMemPool_t pool) {
+    std::lock_guard<std::mutex> lock(mutex());
+    entries().push_back({device, pool});
+  }
+  static void remove(cudaMemPool_t pool) noexcept {
+    std::lock_guard<std::mutex> lock(mutex());
+    std::erase_if(entries(), [pool](const entry& e) { return e.pool == pool; });
+  }
+  // Every pool of `device` hands its idle memory back to the driver: what is neither allocated nor
+  // freed by work its stream has still to run (statuses ignored: what cannot be released stays).
+  static void trim(int device) noexcept {
+    std::lock_guard<std::mutex> lock(mutex());
+    for (const entry& e : entries())
+      if (e.device == device) (void)cudaMemPoolTrimTo(e.pool, 0);
+  }
+
+ private:
+  struct entry {
+    int device;
+    cudaMemPool_t pool;
+  };
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static std::vector<entry>& entries() {
+    static std::vector<entry> e;
+    return e;
+  }
+};
+}  // namespace detail
 
 template <>
 class context<cuda> {
@@ -48,6 +90,7 @@ class context<cuda> {
         H2EXPR_CUDA(cudaMemPoolCreate(&pool_, &props));
         std::uint64_t keep = ~std::uint64_t(0);
         H2EXPR_CUDA(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep));
+        detail::device_pools::add(device_, pool_);
       }
       H2EXPR_CUBLAS(cublasCreate(&blas_));
       H2EXPR_CUBLAS(cublasSetStream(blas_, stream_));
@@ -150,7 +193,7 @@ class context<cuda> {
     if (stream_) (void)cudaStreamDestroy(stream_);
     // Memory still allocated from the pool (none: buffers keep their context alive) would be freed
     // with its last allocation.
-    if (pool_) (void)cudaMemPoolDestroy(pool_);
+    if (pool_) detail::device_pools::remove(pool_), (void)cudaMemPoolDestroy(pool_);
     if (staging_) (void)cudaMemPoolDestroy(staging_);
     pool_ = nullptr, staging_ = nullptr;
     workspace_.block = nullptr, workspace_.bytes = 0;

@@ -12,12 +12,25 @@
 
 namespace h2expr::detail {
 
+// Where the device refuses, this context's idle memory (after the work queued so far, its frees
+// included) and what every other context's pool on the device keeps idle go back to the driver, and
+// the allocation is tried once more: device_out_of_memory only when that fails too.
 template <class T>
 T* allocate(context<cuda>& c, std::size_t n) {
   if (n == 0) return nullptr;
   void* p = nullptr;
   const std::size_t bytes = checked_bytes<T>(n);
-  H2EXPR_CUDA(c.pool() ? cudaMallocFromPoolAsync(&p, bytes, c.pool(), c.stream()) : cudaMallocAsync(&p, bytes, c.stream()));
+  auto attempt = [&] {
+    return c.pool() ? cudaMallocFromPoolAsync(&p, bytes, c.pool(), c.stream()) : cudaMallocAsync(&p, bytes, c.stream());
+  };
+  cudaError_t status = attempt();
+  if (status == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();  // not sticky: the second attempt's status is the answer
+    c.trim();
+    detail::device_pools::trim(c.device());
+    status = attempt();
+  }
+  H2EXPR_CUDA(status);
   return static_cast<T*>(p);
 }
 template <class T>
