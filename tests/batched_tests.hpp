@@ -284,22 +284,36 @@ TYPED_TEST_P(batched_test, svd_thin) {
     s0.push_back(nan_matrix<T>(std::min(m, n), 1)), v0.push_back(nan_matrix<T>(n, std::min(m, n)));
     ms.push_back(m), ns.push_back(n);
   }
-  auto A = make_batch<T, Space>(a), S = make_batch<T, Space>(s0), V = make_batch<T, Space>(v0);
-  buffer<int, Space> M(default_context<Space>(), ms), N(default_context<Space>(), ns);
-  detail::svd_vbatched(this->ctx(), M.data(), N.data(), A.pointers(), A.ld(), S.pointers(), V.pointers(), V.ld(),
-                       A.count(), A.max_rows(), A.max_cols());
-  auto u = read_batch(A), s = read_batch(S), v = read_batch(V);
-  for (int i = 0; i < A.count(); ++i) {
-    const int m = ms[i], n = ns[i], p = std::min(m, n);
-    const dense<double> ad = a[i].template cast<double>();
-    const Eigen::VectorXd ref = reference::singular_values(ad);
-    const dense<double> U = u[i].leftCols(p).template cast<double>(), Vm = v[i].template cast<double>();
-    const Eigen::VectorXd sv = s[i].col(0).template cast<double>();
-    EXPECT_LT((sv - ref).norm() / ref(0), tol<T>(50)) << m << "x" << n;
-    for (int j = 1; j < p; ++j) EXPECT_GE(sv(j - 1), sv(j));
-    EXPECT_LT(relative_error(U * sv.asDiagonal() * Vm.transpose(), ad), tol<T>(50)) << m << "x" << n;
-    EXPECT_LT((U.transpose() * U - dense<double>::Identity(p, p)).norm(), tol<T>(50)) << m << "x" << n;
-    EXPECT_LT((Vm.transpose() * Vm - dense<double>::Identity(p, p)).norm(), tol<T>(50)) << m << "x" << n;
+  // The space's primitive, then the batch-level svd() and its QR-first route (svd_after_qr, which svd()
+  // takes on the GPU), and the QR-first route without V.
+  for (int route = 0; route < 4; ++route) {
+    SCOPED_TRACE(route == 0 ? "svd_vbatched" : route == 1 ? "svd()" : route == 2 ? "svd_after_qr" : "svd_after_qr, no V");
+    auto A = make_batch<T, Space>(a), S = make_batch<T, Space>(s0), V = make_batch<T, Space>(v0);
+    buffer<int, Space> M(default_context<Space>(), ms), N(default_context<Space>(), ns);
+    if (route == 0)
+      detail::svd_vbatched(this->ctx(), M.data(), N.data(), A.pointers(), A.ld(), S.pointers(), V.pointers(), V.ld(),
+                           A.count(), A.max_rows(), A.max_cols());
+    else if (route == 1) detail::svd(A.items(), S.items(), &V.items());
+    else detail::svd_after_qr(A.items(), S.items(), route == 2 ? &V.items() : nullptr);
+    auto u = read_batch(A), s = read_batch(S), v = read_batch(V);
+    for (int i = 0; i < A.count(); ++i) {
+      const int m = ms[i], n = ns[i], p = std::min(m, n);
+      const dense<double> ad = a[i].template cast<double>();
+      const Eigen::VectorXd ref = reference::singular_values(ad);
+      const dense<double> U = u[i].leftCols(p).template cast<double>();
+      const Eigen::VectorXd sv = s[i].col(0).template cast<double>();
+      EXPECT_LT((sv - ref).norm() / ref(0), tol<T>(50)) << m << "x" << n;
+      for (int j = 1; j < p; ++j) EXPECT_GE(sv(j - 1), sv(j));
+      EXPECT_LT((U.transpose() * U - dense<double>::Identity(p, p)).norm(), tol<T>(50)) << m << "x" << n;
+      if (route == 3) {  // no V: U S U^T A's range only, U^T A = S V^T
+        EXPECT_TRUE(v[i].array().isNaN().all()) << "V written: " << m << "x" << n;
+        EXPECT_LT(relative_error(dense<double>(U * (U.transpose() * ad)), ad), tol<T>(50)) << m << "x" << n;
+        continue;
+      }
+      const dense<double> Vm = v[i].template cast<double>();
+      EXPECT_LT(relative_error(U * sv.asDiagonal() * Vm.transpose(), ad), tol<T>(50)) << m << "x" << n;
+      EXPECT_LT((Vm.transpose() * Vm - dense<double>::Identity(p, p)).norm(), tol<T>(50)) << m << "x" << n;
+    }
   }
 }
 

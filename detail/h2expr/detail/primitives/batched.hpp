@@ -93,6 +93,16 @@ concept batched_backend = requires(context<Space>& c, op o, side sd, uplo ul, di
   evaluate_blocks<T, 2>(c, kernel, points, p);
 };
 
+// Whether a backend's SVD pays for a QR of each item first (batch.hpp's svd() then factors R^T, which
+// is square and, for the graded spectra that compression and HARA factor, nearly orthogonal in its
+// columns). The CUDA backend's one-sided Jacobi took about 20 sweeps over A's m rows where it takes 7-9
+// over R^T's n (a host emulation of the kernel, 8 items of 128-240 x 40-68, singular values 1 down
+// to 1e-6 .. 1e-16, 2026-12-04). The host's LAPACK and Eigen SVDs reduce to bidiagonal form themselves.
+template <class Space>
+inline constexpr bool svd_after_qr_pays = false;
+template <>
+inline constexpr bool svd_after_qr_pays<cuda> = true;
+
 static_assert(batched_backend<host, float> && batched_backend<host, double>);
 #if defined(H2EXPR_CUDA_SPACE)
 static_assert(batched_backend<cuda, float> && batched_backend<cuda, double>);
