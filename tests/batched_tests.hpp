@@ -772,53 +772,58 @@ TYPED_TEST_P(batched_test, svd_right_resolves_the_values_above_a_threshold) {
   using T = typename TypeParam::scalar;
   using Space = typename TypeParam::space;
   rng r(31);
-  for (double resolve : {0.0, 3.1e-9, 3.1e-3, 0.31})  // between the values, which step by 1.7-2x
-    for (auto [m, n] : {std::pair{64, 64}, std::pair{80, 48}, std::pair{30, 40}}) {
-      const int p = std::min(m, n);
-      const dense<double> qu = reference::orthonormal_columns(r.template normal<double>(m, p));
-      const dense<double> qv = reference::orthonormal_columns(r.template normal<double>(n, p));
-      Eigen::VectorXd sv(p);  // graded 22 .. 2.2e-13, as weights of a compression are
-      for (int j = 0; j < p; ++j) sv(j) = 22 * std::exp(-std::log(1e14) * j / (p - 1));
-      const dense<T> a = (qu * sv.asDiagonal() * qv.transpose()).template cast<T>();
-      auto A = make_batch<T, Space>({a}), S = make_batch<T, Space>({nan_matrix<T>(p, 1)}),
-           V = make_batch<T, Space>({nan_matrix<T>(n, p)});
-      buffer<int, Space> M(default_context<Space>(), std::vector<int>{m}), N(default_context<Space>(), std::vector<int>{n});
-      detail::svd_right_vbatched(this->ctx(), M.data(), N.data(), A.pointers(), A.ld(), S.pointers(), V.pointers(),
-                                 V.ld(), 1, m, n, resolve);
-      const dense<double> ad = a.template cast<double>();
-      const Eigen::VectorXd ref = reference::singular_values(ad);
-      const Eigen::VectorXd s = read_batch(S)[0].col(0).template cast<double>();
-      const dense<double> v = read_batch(V)[0].template cast<double>();
-      std::ostringstream what;
-      what << m << "x" << n << ", resolve " << resolve;
-      Eigen::Index resolved = 0;  // the pairs computed; the rest, if any, zeros
-      while (resolved < p && v.col(resolved).norm() != 0) ++resolved;
-      if (resolved < p) EXPECT_EQ(v.rightCols(p - resolved).norm() + s.tail(p - resolved).norm(), 0.0) << what.str();
-      if (resolve == 0) EXPECT_EQ(resolved, p) << what.str();
-      if (std::is_same_v<Space, host> && resolve > 0.1 && m >= n) EXPECT_LT(resolved, p) << what.str() << ": reduced";
-      EXPECT_LT((v.leftCols(resolved).transpose() * v.leftCols(resolved) - dense<double>::Identity(resolved, resolved)).norm(),
-                tol<T>(50))
-          << what.str();
-      // resolve 0, wide items, and float on the GPU (its SVD): the SVD in T, which svd_thin's test
-      // covers; otherwise computed in double, and the small values are checked on their own scale.
-      const bool full_svd = resolve == 0 || m < n || (!std::is_same_v<Space, host> && std::is_same_v<T, float>);
-      int kept = 0;
-      for (int j = 0; j < p; ++j) {
-        if (j > 0) EXPECT_GE(s(j - 1), s(j)) << what.str();
-        const double accuracy = full_svd ? tol<T>(50) * ref(0) : 1e-3 * ref(j) + 1e-11 * ref(0);
-        if (ref(j) > resolve) EXPECT_NEAR(s(j), ref(j), accuracy) << what.str() << ", value " << j;
-        kept += s(j) > resolve;
+  // The primitive, then the batch-level svd_right (on the GPU: its QR-first route, svd_after_qr).
+  for (bool batch_level : {false, true})
+    for (double resolve : {0.0, 3.1e-9, 3.1e-3, 0.31})  // between the values, which step by 1.7-2x
+      for (auto [m, n] : {std::pair{64, 64}, std::pair{80, 48}, std::pair{30, 40}}) {
+        const int p = std::min(m, n);
+        const dense<double> qu = reference::orthonormal_columns(r.template normal<double>(m, p));
+        const dense<double> qv = reference::orthonormal_columns(r.template normal<double>(n, p));
+        Eigen::VectorXd sv(p);  // graded 22 .. 2.2e-13, as weights of a compression are
+        for (int j = 0; j < p; ++j) sv(j) = 22 * std::exp(-std::log(1e14) * j / (p - 1));
+        const dense<T> a = (qu * sv.asDiagonal() * qv.transpose()).template cast<T>();
+        auto A = make_batch<T, Space>({a}), S = make_batch<T, Space>({nan_matrix<T>(p, 1)}),
+             V = make_batch<T, Space>({nan_matrix<T>(n, p)});
+        buffer<int, Space> M(default_context<Space>(), std::vector<int>{m}), N(default_context<Space>(), std::vector<int>{n});
+        if (batch_level)
+          detail::svd_right(A.items(), S.items(), V.items(), resolve);
+        else
+          detail::svd_right_vbatched(this->ctx(), M.data(), N.data(), A.pointers(), A.ld(), S.pointers(), V.pointers(),
+                                     V.ld(), 1, m, n, resolve);
+        const dense<double> ad = a.template cast<double>();
+        const Eigen::VectorXd ref = reference::singular_values(ad);
+        const Eigen::VectorXd s = read_batch(S)[0].col(0).template cast<double>();
+        const dense<double> v = read_batch(V)[0].template cast<double>();
+        std::ostringstream what;
+        what << m << "x" << n << ", resolve " << resolve << (batch_level ? ", svd_right()" : ", svd_right_vbatched");
+        Eigen::Index resolved = 0;  // the pairs computed; the rest, if any, zeros
+        while (resolved < p && v.col(resolved).norm() != 0) ++resolved;
+        if (resolved < p) EXPECT_EQ(v.rightCols(p - resolved).norm() + s.tail(p - resolved).norm(), 0.0) << what.str();
+        if (resolve == 0) EXPECT_EQ(resolved, p) << what.str();
+        if (std::is_same_v<Space, host> && resolve > 0.1 && m >= n) EXPECT_LT(resolved, p) << what.str() << ": reduced";
+        EXPECT_LT((v.leftCols(resolved).transpose() * v.leftCols(resolved) - dense<double>::Identity(resolved, resolved)).norm(),
+                  tol<T>(50))
+            << what.str();
+        // resolve 0, wide items, and float on the GPU (its SVD): the SVD in T, which svd_thin's test
+        // covers; otherwise computed in double, and the small values are checked on their own scale.
+        const bool full_svd = resolve == 0 || m < n || (!std::is_same_v<Space, host> && std::is_same_v<T, float>);
+        int kept = 0;
+        for (int j = 0; j < p; ++j) {
+          if (j > 0) EXPECT_GE(s(j - 1), s(j)) << what.str();
+          const double accuracy = full_svd ? tol<T>(50) * ref(0) : 1e-3 * ref(j) + 1e-11 * ref(0);
+          if (ref(j) > resolve) EXPECT_NEAR(s(j), ref(j), accuracy) << what.str() << ", value " << j;
+          kept += s(j) > resolve;
+        }
+        if (full_svd) continue;
+        EXPECT_EQ(kept, (ref.array() > resolve).count()) << what.str();
+        if (kept < p) {  // what truncation drops: exactly the first value not kept
+          const dense<double> rest = ad - ad * v.leftCols(kept) * v.leftCols(kept).transpose();
+          const double dropped = reference::singular_values(rest)(0);
+          // V is stored in T: its rounding lets a float result leak ~1e-7 of the largest value
+          const double stored = std::max(1e-11, 50 * double(std::numeric_limits<T>::epsilon()));
+          EXPECT_NEAR(dropped, ref(kept), 1e-3 * ref(kept) + stored * ref(0)) << what.str();
+        }
       }
-      if (full_svd) continue;
-      EXPECT_EQ(kept, (ref.array() > resolve).count()) << what.str();
-      if (kept < p) {  // what truncation drops: exactly the first value not kept
-        const dense<double> rest = ad - ad * v.leftCols(kept) * v.leftCols(kept).transpose();
-        const double dropped = reference::singular_values(rest)(0);
-        // V is stored in T: its rounding lets a float result leak ~1e-7 of the largest value
-        const double stored = std::max(1e-11, 50 * double(std::numeric_limits<T>::epsilon()));
-        EXPECT_NEAR(dropped, ref(kept), 1e-3 * ref(kept) + stored * ref(0)) << what.str();
-      }
-    }
 }
 
 // Block-sparse rows (the coupling phase of HGEMV): uniform blocks, and blocks whose output and input

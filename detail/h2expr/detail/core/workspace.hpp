@@ -71,12 +71,12 @@ class workspace {
     {
       std::lock_guard<std::mutex> lock(s.m);
       if (!s.lent) {
-        if (s.bytes < bytes_) {  // grow: the old block is freed after the work queued on it
-          std::byte* old = s.block;
-          const std::size_t old_bytes = s.bytes;
-          s.block = allocate<std::byte>(c, bytes_);  // may throw: the slot keeps the old block
+        if (s.bytes < bytes_) {  // grow: the old block is freed first (after the work queued on it), so
+                                 // that the new one may reuse its memory
+          const auto old = s.take_unlent();
+          deallocate(c, old.block, old.bytes);
+          s.block = allocate<std::byte>(c, bytes_);  // may throw: the slot then has no block
           s.bytes = bytes_;
-          deallocate(c, old, old_bytes);
         }
         s.lent = true;
         block_ = s.block;

@@ -7,8 +7,9 @@
 // the driver at every synchronization, as the device's default pool does: an algorithm's temporaries
 // then come from memory the context already holds, grown to the widest request, with no
 // synchronization and no new mapping per call. trim() gives the idle part back, and an allocation
-// the device refuses takes back what every context's pool on the device keeps idle, then tries once
-// more (memory.cuh): a pool's idle memory is lost to other contexts until then.
+// the device refuses takes back what every context's pool on the device keeps idle (not their
+// workspace blocks), then tries once more (memory.cuh): a pool's idle memory is lost to other
+// contexts until then.
 // Random numbers come from cuRAND's device API (counter-based Philox) inside h2expr's fill kernels,
 // so no generator handle is needed and a fill depends only on its seed, not on launch shapes.
 #include <h2expr/detail/core/cuda/check.cuh>
@@ -50,13 +51,14 @@ class device_pools {
     int device;
     cudaMemPool_t pool;
   };
+  // Never destroyed: a context in a static object may be released after any other static has gone.
   static std::mutex& mutex() {
-    static std::mutex m;
-    return m;
+    static auto* m = new std::mutex;
+    return *m;
   }
   static std::vector<entry>& entries() {
-    static std::vector<entry> e;
-    return e;
+    static auto* e = new std::vector<entry>;
+    return *e;
   }
 };
 }  // namespace detail

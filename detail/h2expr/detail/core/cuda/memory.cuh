@@ -12,9 +12,10 @@
 
 namespace h2expr::detail {
 
-// Where the device refuses, this context's idle memory (after the work queued so far, its frees
-// included) and what every other context's pool on the device keeps idle go back to the driver, and
-// the allocation is tried once more: device_out_of_memory only when that fails too.
+// Where the device refuses, what every context's pool on the device keeps idle goes back to the driver
+// (this context's after the work queued so far, its frees included), and the allocation is tried once
+// more: device_out_of_memory only when that fails too. The contexts' workspace blocks stay: they are
+// allocated memory, and this may run while the caller holds this context's (workspace.hpp grows it).
 template <class T>
 T* allocate(context<cuda>& c, std::size_t n) {
   if (n == 0) return nullptr;
@@ -26,7 +27,7 @@ T* allocate(context<cuda>& c, std::size_t n) {
   cudaError_t status = attempt();
   if (status == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();  // not sticky: the second attempt's status is the answer
-    c.trim();
+    c.synchronize();
     detail::device_pools::trim(c.device());
     status = attempt();
   }
