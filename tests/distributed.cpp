@@ -164,10 +164,19 @@ void expect_compress_matches(const Kernel& kernel, int n, const build_options& b
   const auto rs = compress(S, eps, {.estimate_error = true});
   EXPECT_NEAR(norm, ra.norm_estimate, 1e-12 * norm) << what;
   EXPECT_NEAR(ra.norm_estimate, rs.norm_estimate, tol<T>(100) * rs.norm_estimate) << what << ": the norm estimates";
-  EXPECT_EQ(ra.node_rank_max, rs.node_rank_max) << what;
-  EXPECT_EQ(ra.node_rank_min, rs.node_rank_min) << what;
-  for (std::size_t l = 0; l < ra.node_rank_avg.size() && l < rs.node_rank_avg.size(); ++l)
-    EXPECT_NEAR(ra.node_rank_avg[l], rs.node_rank_avg[l], 1e-9) << what << ": level " << l;
+  // The same node ranks, except in float, where a singular value at the truncation threshold may land
+  // on either side of it by the two sides' rounding: a node's rank one apart (seen at 2D 1e-3: one of
+  // level 6's 64 nodes, H2EXPR_TEST_SEED=15748978489628 on 2 ranks; as hara's check below allows).
+  const int apart = std::is_same_v<T, float> ? 1 : 0;
+  ASSERT_EQ(ra.node_rank_max.size(), rs.node_rank_max.size()) << what;
+  ASSERT_EQ(ra.node_rank_avg.size(), rs.node_rank_avg.size()) << what;
+  for (std::size_t l = 0; l < ra.node_rank_max.size(); ++l) {
+    EXPECT_LE(std::abs(ra.node_rank_max[l] - rs.node_rank_max[l]), apart) << what << ": level " << l;
+    EXPECT_LE(std::abs(ra.node_rank_min[l] - rs.node_rank_min[l]), apart) << what << ": level " << l;
+    // at most two of the level's 2^l nodes one apart (four of its 2^(l+1) with two bases)
+    EXPECT_NEAR(ra.node_rank_avg[l], rs.node_rank_avg[l], 1e-9 + 2.0 * apart / double(std::size_t(1) << l))
+        << what << ": level " << l;
+  }
   EXPECT_EQ(A.basis_ranks(), ra.node_rank_max) << what;
   ASSERT_TRUE(ra.error_estimate && rs.error_estimate);
   EXPECT_LT(*ra.error_estimate, eps) << what;
