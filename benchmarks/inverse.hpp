@@ -12,6 +12,8 @@
 #include <h2expr/inverse.hpp>
 #include <h2expr/krylov.hpp>
 
+#include "timing.hpp"
+
 #include <Eigen/Core>
 #include <array>
 #include <chrono>
@@ -87,6 +89,7 @@ void gp_benchmark(const char* kernel_name, Kernel kernel, int log2n, const std::
               plain16.iterations, plain16.seconds, plain16.residual);
   for (double tol : tols) {
     hx::inverse_report rep;
+    reset_peak_resident();
     const auto t0 = clock::now();
     auto steps = [&] {
       std::printf("  per step (beta, residual, hara tol, max rank, s; \"cubed\": of order 3):");
@@ -101,7 +104,8 @@ void gp_benchmark(const char* kernel_name, Kernel kernel, int log2n, const std::
     try {
       X = hx::inverse(C, tol, {.verbose = verbose, .report = &rep});  // verbose: a line per step on stderr
     } catch (const hx::error& e) {  // out of memory, say: what it reached, then the next tolerance
-      std::printf("inverse(., %.0e): failed after %d steps, %.2f s: %s\n", tol, rep.iterations, since(t0), e.what());
+      std::printf("inverse(., %.0e): failed after %d steps, %.2f s (peak resident memory %.2f GB): %s\n", tol,
+                  rep.iterations, since(t0), peak_resident_bytes() / 1e9, e.what());
       steps();
       continue;
     }
@@ -115,6 +119,8 @@ void gp_benchmark(const char* kernel_name, Kernel kernel, int log2n, const std::
     for (const auto& h : rep.steps) sampling += h.seconds_sampling, ara += h.seconds_ara, rest += h.seconds - h.seconds_sampling - h.seconds_ara;
     std::printf("  time in hara: sampling %.2f s, ARA %.2f s, the rest %.2f s; outside hara (norm, probes) %.2f s\n", sampling,
                 ara, rest, t_inv - sampling - ara - rest);
+    std::printf("  peak resident memory during the inverse: %.2f GB (the process's: K and the operator included)\n",
+                peak_resident_bytes() / 1e9);
     auto pre = hx::cg(C, B, solve_tol, {}, X);
     std::printf("cg, preconditioned by it:         %5d iterations  %8.2f s  residual %.1e\n", pre.iterations,
                 pre.seconds, pre.residual);

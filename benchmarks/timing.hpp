@@ -23,6 +23,22 @@ double best_seconds(context<Space>& ctx, F&& f, int runs = 5) {
   return best;
 }
 
+// The process's resident high-water mark in bytes since the last reset_peak_resident() (Linux:
+// VmHWM, reset by writing 5 to /proc/self/clear_refs); 0 where the system does not say.
+inline void reset_peak_resident() {
+  if (std::FILE* f = std::fopen("/proc/self/clear_refs", "w")) std::fputs("5", f), std::fclose(f);
+}
+inline double peak_resident_bytes() {
+  double kb = 0;
+  if (std::FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "VmHWM: %lf kB", &kb) == 1) break;
+    std::fclose(f);
+  }
+  return kb * 1024;
+}
+
 inline void print_row(const std::string& problem, double seconds, double gflop, double ceiling_gflops) {
   const double rate = gflop / seconds;
   std::printf("| %-64s | %10.3f | %10.1f | %9.1f | %5.1f%% |\n", problem.c_str(), seconds * 1e3, rate, ceiling_gflops,

@@ -357,7 +357,7 @@ class distributed_sample_builder
       *basis = buffer<T, Space>(ctx_, std::size_t(std::max(d.nodes(), 1)) * d.basis_stride());
       fill(*ctx_, basis->data(), basis->size(), T(0));
     }
-    project_near_fields(ctx_, sh, near_side<T>{d.f, om, rows, t ? d.offc : d.offr, t ? d.wc : d.wr, y, nout}, g,
+    project_near_fields(ctx_, sh, near_side<T>{d.f, whole(om), rows, t ? d.offc : d.offr, t ? d.wc : d.wr, y, nout}, g,
                         basis ? basis->data() : nullptr, basis ? &check : nullptr);
     if (!basis) return 0;
     const double share = level_share(0.5 * p_.tol * norm_, l, L_, live);

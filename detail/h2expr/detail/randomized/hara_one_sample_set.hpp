@@ -24,6 +24,8 @@
 // starts at what the leaves need and grows to what the first short level asks for (block_size more
 // when a node's rank did not fit), sampling only the new columns;
 // levels already built keep their bases and near blocks and only compress the new columns upward.
+// The leaves' Omega (and Psi) is not held: its chunks are drawn again from their seeds where they are
+// read, so that Y (and Z) is the only panel of all n rows.
 #include <h2expr/detail/core/splitmix.hpp>
 #include <h2expr/detail/randomized/hara.hpp>
 #include <h2expr/detail/randomized/near_field_projection.hpp>
@@ -55,8 +57,8 @@ class one_sample_set_builder
   friend rounds;
   using level_data = one_sample_set_level<T, Space>;
   using rounds::ctx_, rounds::p_, rounds::sym_, rounds::near_, rounds::L_, rounds::m_, rounds::cap_, rounds::leaf_,
-      rounds::s_, rounds::prev_, rounds::done_, rounds::room_, rounds::base_, rounds::omega_, rounds::y_,
-      rounds::psi_, rounds::z_, rounds::lv_, rounds::level_seconds_, rounds::short_of;
+      rounds::s_, rounds::prev_, rounds::done_, rounds::room_, rounds::base_, rounds::y_, rounds::z_, rounds::lv_,
+      rounds::level_seconds_, rounds::short_of;
 
  public:
   one_sample_set_builder(const sampler<T, Space>& M, const ::h2expr::structure<T>& S, hara_parameters p,
@@ -114,17 +116,20 @@ class one_sample_set_builder
 
   using panel = sample_panel<T>;
 
-  // Columns s_ .. s - 1 of Omega, Y (and Psi, Z), in padded tree order, at column - base_ of the
-  // panels. Until the leaves are built the earlier columns are kept, and on the host the panels grow to
-  // twice what is asked, so that a round or two more need no copy (room never written costs no memory
-  // there: its pages are faulted in when written; a device allocation holds all of its memory, so the
-  // CUDA space's panels hold what is asked, and a later round copies them on the device); once the
-  // leaves are built only new columns are read, so the panels hold those alone (release_samples).
+  // Columns s_ .. s - 1 of Y (and Z), in padded tree order, at column - base_ of the panels; Omega
+  // (and Psi) are not held: test_side() draws their chunks again where they are read. Until the
+  // leaves are built the earlier columns are kept, and on the host the panels grow to twice what is
+  // asked, so that a round or two more need no copy (room never written costs no memory there: its
+  // pages are faulted in when written; a device allocation holds all of its memory, so the CUDA
+  // space's panels hold what is asked, and a later round copies them on the device); once the leaves
+  // are built only new columns are read, so the panels hold those alone (release_samples).
   void sample(int s, int round) {
     auto& c = *ctx_;
     const int w = s - s_;
-    // Growing the panels writes their earlier columns again (the old ones are freed after).
-    check_sample_memory(c, (sym_ ? 2 : 4) * std::size_t(np_) * sizeof(T) * std::size_t(s - base_ > room_ ? s - base_ : w),
+    // Growing the panels writes their earlier columns again (the old ones are freed after); a chunk of
+    // test columns and its products come on top.
+    check_sample_memory(c, (sym_ ? 1 : 2) * std::size_t(np_) * sizeof(T) * std::size_t(s - base_ > room_ ? s - base_ : w) +
+                               4 * std::size_t(np_) * sizeof(T) * std::size_t(std::min(chunk_, w)),
                         s, np_);
     if (s - base_ > room_) {
       room_ = base_ > 0 || !space_traits<Space>::commits_on_write ? s - base_ : 2 * s;
@@ -133,8 +138,8 @@ class one_sample_set_builder
         if (s_ > base_) copy(c, b.data(), g.data(), std::size_t(np_) * (s_ - base_));
         b = std::move(g);
       };
-      grow(omega_), grow(y_);
-      if (!sym_) grow(psi_), grow(z_);
+      grow(y_);
+      if (!sym_) grow(z_);
     }
     const int* map = H_.arrays->padded_to_user.data();
     // M's exact diagonal part is not sampled (hara() adds it to the result), but it counts in ||M||_F,
@@ -147,19 +152,18 @@ class one_sample_set_builder
     // An operator offering its products in this tree's padded order (hara of A * A on A's tree)
     // writes the panels directly: no block reordered.
     const bool tree_order = H_.works_in(M_.tree_order());
-    // At most `chunk` columns per product: the operator's own temporaries (an expression's
+    // At most chunk_ columns per product: the operator's own temporaries (an expression's
     // intermediate products, HGEMV's padded copies) scale with the columns it is given; whole sample
     // sets of 3D structures (2,754 columns at n = 64,000) put them at 1.4 GB each.
-    constexpr int chunk = 256;
-    auto draw = [&](buffer<T, Space>& in, buffer<T, Space>& out, bool transpose, std::uint64_t seed) {
+    buffer<T, Space> xp(ctx_, std::size_t(np_) * std::min(chunk_, w));
+    auto draw = [&](buffer<T, Space>& out, bool transpose, std::uint64_t seed) {
       const op t = transpose ? op::transpose : op::none;
-      for (int j = 0; j < w; j += chunk) {
-        const int cols = std::min(chunk, w - j);
-        T* Xp = in.data() + std::size_t(np_) * (s_ + j - base_);
+      for (int j = 0; j < w; j += chunk_) {
+        const int cols = std::min(chunk_, w - j);
+        T* Xp = xp.data();
         T* Yp = out.data() + std::size_t(np_) * (s_ + j - base_);
-        {  // Omega's entries are functions of the user's index, whatever the order (as on the ranks)
-          auto X = matrix<T, Space>::random(n_, cols, splitmix64(seed + std::uint64_t(j)), ctx_);
-          gather_rows(c, map, np_, X.data(), n_, Xp, np_, cols);
+        {
+          auto X = test_columns(seed, j, cols, Xp);
           if (tree_order) {
             M_.tree_apply(t, const_view<T, Space>(Xp, np_, cols, np_, &c), view<T, Space>(Yp, np_, cols, np_, &c));
           } else {
@@ -184,10 +188,45 @@ class one_sample_set_builder
       }
     };
     const std::uint64_t seed = splitmix64(p_.seed + 0x9e3779b97f4a7c15ull * std::uint64_t(round + 1));
-    draw(omega_, y_, false, seed);
-    if (!sym_) draw(psi_, z_, true, splitmix64(seed ^ 0x5851f42d4c957f2dull));
+    draws_.push_back({s_, s, seed});
+    draw(y_, false, seed);
+    if (!sym_) draw(z_, true, psi_seed(seed));
     prev_ = s_, s_ = s;
     norm_ = std::sqrt(energy_ / std::max(columns_, 1));
+  }
+
+  // Columns j .. j + cols - 1 of the test matrix that `seed` draws, as sample() draws them (j a
+  // multiple of chunk_ from the round's first column): the entries are functions of the user's index,
+  // whatever the order (as on the ranks). Into Xp in padded tree order; returns them in the user's.
+  matrix<T, Space> test_columns(std::uint64_t seed, int j, int cols, T* Xp) {
+    auto X = matrix<T, Space>::random(n_, cols, splitmix64(seed + std::uint64_t(j)), ctx_);
+    gather_rows(*ctx_, H_.arrays->padded_to_user.data(), np_, X.data(), n_, Xp, np_, cols);
+    return X;
+  }
+  static std::uint64_t psi_seed(std::uint64_t seed) { return splitmix64(seed ^ 0x5851f42d4c957f2dull); }
+
+  // Level l's test side (Omega, or Psi with transpose_side) in column chunks: a level's own panel
+  // whole; the leaves' drawn again chunk by chunk, as sample() drew them, where they are read. Every
+  // use of them is a sum over the columns (near-field Gram blocks, Y Omega_N^T, Omega R) or acts on
+  // each column alone (the parents' samples), and holding them beside Y doubled the construction's
+  // peak: at n = 2^17 in 2D, 24 GB of Omega and Y at about 11,000 samples, the inverse's end there.
+  column_source<T> test_side(int l, bool transpose_side) {
+    if (l < L_) return whole(samples(l, true, transpose_side));
+    return [this, transpose_side](int c0, int c1, const chunk_visitor<T>& f) {
+      buffer<T, Space> xp;
+      panel p;
+      p.at.resize(std::size_t(1) << L_), p.ld = int(np_);
+      for (const auto& r : draws_)
+        for (int j = r.first; j < r.end; j += chunk_) {
+          const int cols = std::min(chunk_, r.end - j), a = std::max(j, c0), b = std::min(j + cols, c1);
+          if (a >= b) continue;
+          if (xp.size() < std::size_t(np_) * cols) xp = buffer<T, Space>(ctx_, std::size_t(np_) * chunk_);
+          test_columns(transpose_side ? psi_seed(r.seed) : r.seed, j - r.first, cols, xp.data());
+          p.base = xp.data();
+          for (int t = 0; t < int(p.at.size()); ++t) p.at[t] = std::int64_t(t) * m_ - std::int64_t(j) * np_;
+          f(p, a, b - a);
+        }
+    };
   }
 
   // Where each near partner's rows sit in a node's stacked near field, for both sides.
@@ -204,13 +243,15 @@ class one_sample_set_builder
     }
   }
 
+  // Level l's panel of Omega or Y (omega_side), or of Psi or Z (transpose_side); the leaves hold Y and
+  // Z alone (test_side()).
   panel samples(int l, bool omega_side, bool transpose_side) {
     auto& d = lv_[l];
     const int nodes = 1 << l;
     panel p;
     p.at.resize(nodes);
     if (l == L_) {
-      buffer<T, Space>& b = transpose_side ? (omega_side ? psi_ : z_) : (omega_side ? omega_ : y_);
+      buffer<T, Space>& b = transpose_side ? z_ : y_;
       p.base = b.data(), p.ld = int(np_);
       for (int t = 0; t < nodes; ++t) p.at[t] = std::int64_t(t) * m_ - std::int64_t(base_) * np_;  // + column * np_
     } else {
@@ -222,7 +263,7 @@ class one_sample_set_builder
   }
 
   // project_near_fields on level l's samples (side 0: Omega and Y; 1: Psi and Z).
-  void project(int l, int which, level_data& d, const panel& om, const std::vector<int>& rows, const std::vector<int>& off,
+  void project(int l, int which, level_data& d, column_source<T> om, const std::vector<int>& rows, const std::vector<int>& off,
                const std::vector<int>& nin, const panel& y, const std::vector<int>& nout, buffer<T, Space>& g,
                buffer<T, Space>* basis, std::vector<double>* check) {
     const projection_shape sh{d, l, which, s_, p_.seed};
@@ -230,7 +271,7 @@ class one_sample_set_builder
       *basis = buffer<T, Space>(ctx_, std::size_t(nin.size()) * d.basis_stride());
       fill(*ctx_, basis->data(), basis->size(), T(0));
     }
-    project_near_fields(ctx_, sh, near_side<T>{near_[l], om, rows, off, nin, y, nout}, g, basis ? basis->data() : nullptr, check);
+    project_near_fields(ctx_, sh, near_side<T>{near_[l], std::move(om), rows, off, nin, y, nout}, g, basis ? basis->data() : nullptr, check);
   }
 
   // Node ranks (node_ranks) within level l's share of half the construction's budget.
@@ -256,10 +297,10 @@ class one_sample_set_builder
     if (more) return more;
     buffer<T, Space> g, h;
     std::vector<double> su, sv;
-    project(l, 0, d, samples(l, true, false), d.nc, d.offr, d.wr, samples(l, false, false), d.nr, g, &d.u, &su);
+    project(l, 0, d, test_side(l, false), d.nc, d.offr, d.wr, samples(l, false, false), d.nr, g, &d.u, &su);
     int need = ranks(l, su, d.wr, d.nr, d.ku);
     if (!sym_) {
-      project(l, 1, d, samples(l, true, true), d.nr, d.offc, d.wc, samples(l, false, true), d.nc, h, &d.v, &sv);
+      project(l, 1, d, test_side(l, true), d.nr, d.offc, d.wc, samples(l, false, true), d.nc, h, &d.v, &sv);
       need = std::max(need, ranks(l, sv, d.wc, d.nc, d.kv));
     } else {
       d.kv = d.ku;
@@ -360,7 +401,7 @@ class one_sample_set_builder
     // parent's blocks. The near blocks are projected first (k x ld each), so the products with the
     // samples have k rows, not ld; the sum goes one near partner at a time (each writes every node's
     // block once).
-    auto products = [&](const panel& in, const panel& out, const std::vector<int>& nin, const std::vector<int>& nout,
+    auto products = [&](const column_source<T>& in, const panel& out, const std::vector<int>& nin, const std::vector<int>& nout,
                         const T* bout, const std::vector<int>& kout, bool mirror, buffer<T, Space>& to_out) {
       alloc(to_out);
       std::vector<item_gemm> hout, be;
@@ -373,45 +414,51 @@ class one_sample_set_builder
       }
       gemm_items(ctx_, op::transpose, op::none, T(1), bout, out.base, T(0), to_out.data(), hout);
       gemm_items(ctx_, op::transpose, mirror ? op::transpose : op::none, T(1), bout, d.d.data(), T(0), e.data(), be);
-      for (int j = 0; j < most; ++j) {
-        std::vector<item_gemm> es;
-        for (int t = 0; t < nodes; ++t) {
-          if (f.ptr[t] + j >= f.ptr[t + 1]) continue;
-          const int q = f.ptr[t] + j, c = f.col[q], oout = (t & 1) ? kout[t - 1] : 0;
-          es.push_back({kout[t], s, nin[c], d.pair(q), in.at[c] + std::int64_t(c0) * in.ld,
-                        std::int64_t(t / 2) * ups + old + oout, ld, in.ld, up.ld});
+      in(c0, s_, [&](const panel& in, int first, int cols) {
+        const std::int64_t o = std::int64_t(first) * in.ld, oc = old + std::int64_t(first - c0) * up.ld;
+        for (int j = 0; j < most; ++j) {
+          std::vector<item_gemm> es;
+          for (int t = 0; t < nodes; ++t) {
+            if (f.ptr[t] + j >= f.ptr[t + 1]) continue;
+            const int q = f.ptr[t] + j, c = f.col[q], oout = (t & 1) ? kout[t - 1] : 0;
+            es.push_back({kout[t], cols, nin[c], d.pair(q), in.at[c] + o, std::int64_t(t / 2) * ups + oc + oout, ld, in.ld, up.ld});
+          }
+          gemm_items(ctx_, op::none, op::none, T(-1), e.data(), in.base, T(1), to_out.data(), es);
         }
-        gemm_items(ctx_, op::none, op::none, T(-1), e.data(), in.base, T(1), to_out.data(), es);
-      }
+      });
     };
     // The side of the test matrix (Omega or Psi): in^ = B^T in.
-    auto tests = [&](const panel& in, const std::vector<int>& nin, const T* bin, const std::vector<int>& kin,
+    auto tests = [&](const column_source<T>& in, const std::vector<int>& nin, const T* bin, const std::vector<int>& kin,
                      buffer<T, Space>& to_in) {
       alloc(to_in);
-      std::vector<item_gemm> hin;
-      for (int t = 0; t < nodes; ++t) {
-        const int oin = (t & 1) ? kin[t - 1] : 0;
-        hin.push_back({kin[t], s, nin[t], d.basis_at(t), in.at[t] + std::int64_t(c0) * in.ld,
-                       std::int64_t(t / 2) * ups + old + oin, ld, in.ld, up.ld});
-      }
-      gemm_items(ctx_, op::transpose, op::none, T(1), bin, in.base, T(0), to_in.data(), hin);
+      in(c0, s_, [&](const panel& in, int first, int cols) {
+        const std::int64_t o = std::int64_t(first) * in.ld, oc = old + std::int64_t(first - c0) * up.ld;
+        std::vector<item_gemm> hin;
+        for (int t = 0; t < nodes; ++t) {
+          const int oin = (t & 1) ? kin[t - 1] : 0;
+          hin.push_back({kin[t], cols, nin[t], d.basis_at(t), in.at[t] + o, std::int64_t(t / 2) * ups + oc + oin, ld, in.ld, up.ld});
+        }
+        gemm_items(ctx_, op::transpose, op::none, T(1), bin, in.base, T(0), to_in.data(), hin);
+      });
     };
     // Level l's panel of one kind (the leaves' or the level's own), given back.
     auto drop = [&](bool omega_side, bool transpose_side) {
-      if (l == L_) (transpose_side ? (omega_side ? psi_ : z_) : (omega_side ? omega_ : y_)) = buffer<T, Space>();
+      if (l == L_) {
+        if (!omega_side) (transpose_side ? z_ : y_) = buffer<T, Space>();  // the leaves' Omega is drawn, not held
+      }
       else (transpose_side ? (omega_side ? d.ps : d.z) : (omega_side ? d.om : d.y)) = buffer<T, Space>();
     };
-    products(samples(l, true, false), samples(l, false, false), d.nc, d.nr, u, d.ku, false, up.y);
+    products(test_side(l, false), samples(l, false, false), d.nc, d.nr, u, d.ku, false, up.y);
     drop(false, false);
     if (!sym_) {
-      products(samples(l, true, true), samples(l, false, true), d.nr, d.nc, v, d.kv, true, up.z);
+      products(test_side(l, true), samples(l, false, true), d.nr, d.nc, v, d.kv, true, up.z);
       drop(false, true);
     }
     e = buffer<T, Space>();
-    tests(samples(l, true, false), d.nc, v, d.kv, up.om);
+    tests(test_side(l, false), d.nc, v, d.kv, up.om);
     drop(true, false);
     if (!sym_) {
-      tests(samples(l, true, true), d.nr, u, d.ku, up.ps);
+      tests(test_side(l, true), d.nr, u, d.ku, up.ps);
       drop(true, true);
     }
   }
@@ -423,7 +470,7 @@ class one_sample_set_builder
     near_layout(0);
     if (const int more = short_of(d.nc[0])) return more;
     buffer<T, Space> g;
-    project(0, 0, d, samples(0, true, false), d.nc, d.offr, d.wr, samples(0, false, false), d.nr, g, nullptr, nullptr);
+    project(0, 0, d, test_side(0, false), d.nc, d.offr, d.wr, samples(0, false, false), d.nr, g, nullptr, nullptr);
     d.d = std::move(g);  // node 0's block is pair 0's (nearw == nc[0] columns of ld rows)
     if (sym_) symmetrize(0);
     return 0;
@@ -553,6 +600,9 @@ class one_sample_set_builder
   std::int64_t np_ = 0;
   std::vector<int> ranks_;
   buffer<T, Space> dp_;  // M's diagonal part in padded tree order, if any
+  static constexpr int chunk_ = 256;  // test columns per product, drawn and drawn again
+  struct drawn { int first, end; std::uint64_t seed; };
+  std::vector<drawn> draws_;  // each round's columns of the test matrices, and the seed they come from
   std::vector<hara_level_report> levels_;
   double norm_ = 0, energy_ = 0;
   int columns_ = 0;

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
 #include <unordered_map>
@@ -150,6 +151,23 @@ struct sample_panel {
   int ld = 1;
 };
 
+// The test side's samples (Omega or Psi) as columns c0 .. c1 - 1, handed out in chunks: visit(c0, c1, f)
+// calls f(chunk, first, cols) for consecutive ranges that cover c0 .. c1 - 1, where column first + j
+// (j < cols) of node t sits at chunk.base + chunk.at[t] + (first + j) * chunk.ld, as in a whole panel.
+// A panel held whole is one chunk (whole()); the leaves' Omega is drawn again chunk by chunk instead
+// of held (hara_one_sample_set.hpp), since every use of it is a sum over the columns or acts on each
+// column alone.
+template <class T>
+using chunk_visitor = std::function<void(const sample_panel<T>&, int, int)>;
+template <class T>
+using column_source = std::function<void(int, int, const chunk_visitor<T>&)>;
+template <class T>
+column_source<T> whole(sample_panel<T> p) {
+  return [p = std::move(p)](int c0, int c1, const chunk_visitor<T>& f) {
+    if (c1 > c0) f(p, c0, c1 - c0);
+  };
+}
+
 // A level's per-node blocks: bases ld x (ld + p) (at basis_at), G blocks ld x nearw (at row_block);
 // s samples; level and side (0: Omega and Y, 1: Psi and Z) and seed pick the test matrix.
 // Where a level's per-node blocks sit: ld rows each; a node's G or H block ld x nearw, its basis
@@ -174,7 +192,7 @@ struct projection_shape : level_blocks {
 template <class T>
 struct near_side {
   const near_field& f;
-  const sample_panel<T>& om;
+  column_source<T> om;
   const std::vector<int>& rows;
   const std::vector<int>& off;
   const std::vector<int>& nin;
@@ -194,6 +212,7 @@ struct test_matrix {
   buffer<T, Space> r, rows, unit;  // R; Omega_c R (ld x w per node); (1 + delta) I, w x w
   int w = 0;
 };
+// R, and room for Omega_c R (zeros: add_rows() sums it over the chunks of Omega).
 template <class T, class Space>
 test_matrix<T, Space> draw(const context_ptr<Space>& ctx, const projection_shape& sh, const near_side<T>& x) {
   const int nodes = int(x.rows.size()), ld = sh.ld, s = sh.s, wd = std::min(sh.width(), s);
@@ -202,9 +221,7 @@ test_matrix<T, Space> draw(const context_ptr<Space>& ctx, const projection_shape
               splitmix64(sh.seed ^ (0x6a09e667f3bcc909ull * std::uint64_t(1 + sh.level + 64 * sh.side + 256 * s))));
   buffer<T, Space> f(ctx, std::size_t(wd) * wd);
   qr_items(ctx, m.r.data(), {0}, {s}, {wd}, s, f.data(), {0}, wd);
-  std::vector<item_gemm> items;
-  for (int c = 0; c < nodes; ++c) items.push_back({x.rows[c], wd, s, x.om.at[c], 0, std::int64_t(c) * ld * wd, x.om.ld, s, ld});
-  gemm_items(ctx, op::none, op::none, T(1), x.om.base, m.r.data(), T(0), m.rows.data(), items);
+  fill(*ctx, m.rows.data(), m.rows.size(), T(0));
   // P'^T P' = I - X^T X has rounding of about cond(K) eps; the shift keeps its Cholesky factorization
   // defined where P' is nearly rank deficient (w close to s - nin), at the cost of shrinking such a
   // column slightly (its basis is no worse; its held-out estimate a little low, with small probability).
@@ -212,6 +229,16 @@ test_matrix<T, Space> draw(const context_ptr<Space>& ctx, const projection_shape
   for (int j = 0; j < wd; ++j) unit[std::size_t(j) * (wd + 1)] = T(1) + T(1024) * std::numeric_limits<T>::epsilon();
   m.unit = buffer<T, Space>(ctx, unit);
   return m;
+}
+// Omega_c R += one chunk's columns of Omega_c times R's rows of them, for every partner c.
+template <class T, class Space>
+void add_rows(const context_ptr<Space>& ctx, const projection_shape& sh, const near_side<T>& x, test_matrix<T, Space>& m,
+              const sample_panel<T>& om, int first, int cols) {
+  std::vector<item_gemm> items;
+  for (int c = 0; c < int(x.rows.size()); ++c)
+    items.push_back({x.rows[c], m.w, cols, om.at[c] + std::int64_t(first) * om.ld, first, std::int64_t(c) * sh.ld * m.w,
+                     om.ld, sh.s, sh.ld});
+  gemm_items(ctx, op::none, op::none, T(1), om.base, m.r.data(), T(1), m.rows.data(), items);
 }
 
 // W = Y P for nodes t0..t1 with P = P' C^{-T}, P' = (I - Omega_N^T K^{-1} Omega_N) R and C C^T = P'^T P'
@@ -321,7 +348,6 @@ template <class T, class Space>
 void project_near_fields(const context_ptr<Space>& ctx, const projection_shape& sh, const near_side<T>& x,
                          buffer<T, Space>& g, T* basis, std::vector<double>* check) {
   const auto& f = x.f;
-  const auto& om = x.om;
   const int nodes = int(x.nin.size()), all = int(x.rows.size()), ld = sh.ld, nw = sh.nearw, s = sh.s, wd = sh.width();
   const std::int64_t gs = std::int64_t(nw) * nw, ps = std::int64_t(ld) * ld;
   g = buffer<T, Space>(ctx, std::size_t(std::max(nodes, 1)) * ld * nw);
@@ -343,7 +369,7 @@ void project_near_fields(const context_ptr<Space>& ctx, const projection_shape& 
   for (int u0 = 0, u1 = 0; u0 < nodes; u0 = u1) {
     // Nodes u0..u1 while their pair blocks fit (one node at least); then their K's in batches.
     slot.clear();
-    std::vector<item_gemm> pairs;
+    std::vector<std::int64_t> pairs;  // the keys of the new pair blocks, in slot order
     for (u1 = u0; u1 < nodes; ++u1) {
       std::vector<std::int64_t> fresh;
       for (int e1 = f.ptr[u1]; e1 < f.ptr[u1 + 1]; ++e1)
@@ -353,19 +379,33 @@ void project_near_fields(const context_ptr<Space>& ctx, const projection_shape& 
         }
       if (u1 > u0 && slot.size() + fresh.size() > pair_budget) break;
       for (const std::int64_t k : fresh) {
-        const int a = int(k / all), b = int(k % all);
-        const std::int64_t at = std::int64_t(slot.size()) * ps;
-        slot.emplace(k, at);
-        pairs.push_back({x.rows[a], x.rows[b], s, om.at[a], om.at[b], at, om.ld, om.ld, ld});
+        slot.emplace(k, std::int64_t(slot.size()) * ps);
+        pairs.push_back(k);
       }
     }
+    // One pass over Omega's columns: the pair blocks Omega_a Omega_b^T, Y Omega_N^T into G for nodes
+    // u0..u1 and, the first time, Omega_c R.
     buffer<T, Space> pb(ctx, std::max<std::size_t>(slot.size(), 1) * std::size_t(ps));
-    gemm_items(ctx, op::none, op::transpose, T(1), om.base, om.base, T(0), pb.data(), pairs);
+    fill(*ctx, pb.data(), pb.size(), T(0));
+    x.om(0, s, [&](const sample_panel<T>& om, int first, int cols) {
+      const std::int64_t o = std::int64_t(first) * om.ld, oy = std::int64_t(first) * x.y.ld;
+      std::vector<item_gemm> kk, yq;
+      for (const std::int64_t k : pairs) {
+        const int a = int(k / all), b = int(k % all);
+        kk.push_back({x.rows[a], x.rows[b], cols, om.at[a] + o, om.at[b] + o, slot.at(k), om.ld, om.ld, ld});
+      }
+      for (int t = u0; t < u1; ++t)
+        for (int e = f.ptr[t]; e < f.ptr[t + 1]; ++e)
+          yq.push_back({x.nout[t], x.rows[f.col[e]], cols, x.y.at[t] + oy, om.at[f.col[e]] + o,
+                        sh.row_block(t) + std::int64_t(x.off[e]) * ld, x.y.ld, om.ld, ld});
+      gemm_items(ctx, op::none, op::transpose, T(1), om.base, om.base, T(1), pb.data(), kk);
+      gemm_items(ctx, op::none, op::transpose, T(1), x.y.base, om.base, T(1), g.data(), yq);  // Y Omega_N^T
+      if (basis && u0 == 0) near_projection::add_rows(ctx, sh, x, r, om, first, cols);
+    });
     for (int t0 = u0; t0 < u1; t0 += batch) {
       const int t1 = std::min(u1, t0 + batch), cnt = t1 - t0;
       buffer<T, Space> a(ctx, std::size_t(cnt) * gs);
       std::vector<item_copy> kn, kt;
-      std::vector<item_gemm> yq;
       std::vector<item_trsm> solve;
       std::vector<int> an;
       std::vector<std::int64_t> ao;
@@ -378,8 +418,6 @@ void project_near_fields(const context_ptr<Space>& ctx, const projection_shape& 
             (c1 >= c2 ? kn : kt)
                 .push_back({x.rows[c1], x.rows[c2], slot.at(key(c1, c2)), at + x.off[e1] + std::int64_t(x.off[e2]) * nw, ld, nw});
           }
-          yq.push_back({x.nout[t], x.rows[c1], s, x.y.at[t], om.at[c1], sh.row_block(t) + std::int64_t(x.off[e1]) * ld, x.y.ld,
-                        om.ld, ld});
         }
         if (x.nin[t] > 0) an.push_back(x.nin[t]), ao.push_back(at);
         solve.push_back({x.nout[t], x.nin[t], at, sh.row_block(t), nw, ld});
@@ -390,7 +428,6 @@ void project_near_fields(const context_ptr<Space>& ctx, const projection_shape& 
       if (bad >= 0)
         throw numerical_failure("h2expr: hara: level " + std::to_string(sh.level) + ": the samples of a near field (" +
                                 std::to_string(an[bad]) + " rows) are numerically dependent");
-      gemm_items(ctx, op::none, op::transpose, T(1), x.y.base, om.base, T(0), g.data(), yq);  // Y Omega_N^T
       trsm_items(ctx, side::right, uplo::lower, op::transpose, diag::non_unit, T(1), a.data(), g.data(), solve);
       trsm_items(ctx, side::right, uplo::lower, op::none, diag::non_unit, T(1), a.data(), g.data(), solve);
       if (basis) near_projection::basis_samples(ctx, sh, x, r, a, g, t0, t1, basis, *check);
