@@ -3,6 +3,7 @@
 //                           [max log2 n (default 16)] [min log2 n (default 12)]
 //                           [the inverse's tolerances: 0 (default) 1e-2 and 1e-4; 1: 1e-2 only; or a list, 0.1,1e-2]
 //                           [1: the inverse's line per step on stderr, as it runs]
+//                           [0: no solves on a block of 16 right-hand sides (at n = 2^17 they take a quarter hour)]
 #include <h2expr/context.hpp>
 
 #include <cstdio>
@@ -33,11 +34,11 @@ int main(int argc, char** argv) {
       p = *end == ',' ? end + 1 : end;
     }
   }
-  const bool verbose = argc > 5 && std::atoi(argv[5]) == 1;
+  const bool verbose = argc > 5 && std::atoi(argv[5]) == 1, blocks = !(argc > 6 && std::atoi(argv[6]) == 0);
   for (int l = lo; l <= hi; ++l) {
-    if (what == 0 || what == 1) hx::bench::gp_benchmark<hx::host, 2>("Matern 3/2, length 0.15", hx::kernels::matern{0.15}, l, tols, 14, verbose);
-    if (what == 0 || what == 2) hx::bench::gp_benchmark<hx::host, 2>("exponential, length 0.1", hx::kernels::exponential{0.1}, l, tols, 14, verbose);
-    if (what == 0 || what == 3 || what == 4) hx::bench::gp_benchmark<hx::host, 3>("Matern 3/2, length 0.15", hx::kernels::matern{0.15}, l, tols, 14, verbose);
-    if (what == 0 || what == 3 || what == 5) hx::bench::gp_benchmark<hx::host, 3>("exponential, length 0.1", hx::kernels::exponential{0.1}, l, tols, 14, verbose);
+    if (what == 0 || what == 1) hx::bench::gp_benchmark<hx::host, 2>("Matern 3/2, length 0.15", hx::kernels::matern{0.15}, l, tols, 14, verbose, blocks);
+    if (what == 0 || what == 2) hx::bench::gp_benchmark<hx::host, 2>("exponential, length 0.1", hx::kernels::exponential{0.1}, l, tols, 14, verbose, blocks);
+    if (what == 0 || what == 3 || what == 4) hx::bench::gp_benchmark<hx::host, 3>("Matern 3/2, length 0.15", hx::kernels::matern{0.15}, l, tols, 14, verbose, blocks);
+    if (what == 0 || what == 3 || what == 5) hx::bench::gp_benchmark<hx::host, 3>("exponential, length 0.1", hx::kernels::exponential{0.1}, l, tols, 14, verbose, blocks);
   }
 }
