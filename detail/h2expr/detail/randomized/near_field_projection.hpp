@@ -340,8 +340,8 @@ void basis_samples(const context_ptr<Space>& ctx, const projection_shape& sh, co
 // samples W = Y P of an orthonormal P (s x w) in the null space of Omega_N, their left singular vectors
 // and in check (ld + 1 per node) the held-out estimate of every truncation. K's blocks are products
 // Omega_a Omega_b^T of two partners' samples, which neighbouring nodes share (in 3D a pair sits in
-// about four near fields): each is formed once (for as many nodes as 512 MB of them serve), and
-// Omega_N is never copied. K squares Omega_N's condition number, which the surplus of s over nin keeps
+// about four near fields): each is formed once (for as many nodes as 512 MB of them serve, in one
+// pass over x.om's column chunks that also sums their Y Omega_N^T), and Omega_N is never copied. K squares Omega_N's condition number, which the surplus of s over nin keeps
 // small (samples_needed(): a Gaussian's, about 10 at most); then every step is a product or a
 // triangular solve. Nodes go in batches that bound the scratch.
 template <class T, class Space>
