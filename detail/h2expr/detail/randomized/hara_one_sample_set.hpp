@@ -243,8 +243,8 @@ class one_sample_set_builder
     }
   }
 
-  // Level l's panel of Omega or Y (omega_side), or of Psi or Z (transpose_side); the leaves hold Y and
-  // Z alone (test_side()).
+  // Level l's panel of Omega or Y (omega_side), or of Psi or Z (transpose_side). The leaves hold Y and
+  // Z alone: there omega_side is ignored, and their Omega and Psi come from test_side().
   panel samples(int l, bool omega_side, bool transpose_side) {
     auto& d = lv_[l];
     const int nodes = 1 << l;

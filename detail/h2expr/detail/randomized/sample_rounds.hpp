@@ -91,6 +91,8 @@ class sample_rounds {
   int done_ = 1 << 30;                       // levels done_ .. L_ are finished
   int room_ = 0, base_ = 0;                  // columns the leaves' panels have room for; the first they hold
   buffer<T, Space> omega_, y_, psi_, z_;     // the leaves' panels: np x (s_ - base_), padded tree order
+                                             // (the single process's builder holds y_ and z_ alone and
+                                             // draws Omega and Psi again where it reads them)
   std::vector<Level> lv_;
   std::vector<double> level_seconds_;        // per level: building it, or compressing its new columns
 
