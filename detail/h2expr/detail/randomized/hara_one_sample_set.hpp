@@ -209,7 +209,8 @@ class one_sample_set_builder
   // whole; the leaves' drawn again chunk by chunk, as sample() drew them, where they are read. Every
   // use of them is a sum over the columns (near-field Gram blocks, Y Omega_N^T, Omega R) or acts on
   // each column alone (the parents' samples), and holding them beside Y doubled the leaves' panels of
-  // all n rows (at n = 2^17 in 2D the inverse was killed at 24 GB in its tenth step with them held).
+  // all n rows. (The levels above still hold their Omega^ = V^T Omega: as large as the leaves' panel
+  // where the leaves' ranks fill them.)
   column_source<T> test_side(int l, bool transpose_side) {
     if (l < L_) return whole(samples(l, true, transpose_side));
     return [this, transpose_side](int c0, int c1, const chunk_visitor<T>& f) {
