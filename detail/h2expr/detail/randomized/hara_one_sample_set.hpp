@@ -48,6 +48,7 @@ struct one_sample_set_level : level_blocks {  // per-node blocks: ld x s (u, v, 
   std::vector<int> offr, offc;
   buffer<T, Space> om, y, ps, z, u, v, d;
   int first = 0;  // the first sample column that om, y, ps and z hold (a finished level: the new ones)
+  bool derived = false;  // om and ps are not held but drawn through the bases below (test_side)
 };
 
 template <class T, class Space>
@@ -209,10 +210,10 @@ class one_sample_set_builder
   // whole; the leaves' drawn again chunk by chunk, as sample() drew them, where they are read. Every
   // use of them is a sum over the columns (near-field Gram blocks, Y Omega_N^T, Omega R) or acts on
   // each column alone (the parents' samples), and holding them beside Y doubled the leaves' panels of
-  // all n rows. (The levels above still hold their Omega^ = V^T Omega: as large as the leaves' panel
-  // where the leaves' ranks fill them.)
+  // all n rows. The bottom levels whose Omega^ = V^T Omega is as large (derived: ranks that fill the
+  // children) draw it the same way, through the bases below (through_bases).
   column_source<T> test_side(int l, bool transpose_side) {
-    if (l < L_) return whole(samples(l, true, transpose_side));
+    if (l < L_) return lv_[l].derived ? through_bases(l, transpose_side) : whole(samples(l, true, transpose_side));
     return [this, transpose_side](int c0, int c1, const chunk_visitor<T>& f) {
       buffer<T, Space> xp;
       panel p;
@@ -227,6 +228,40 @@ class one_sample_set_builder
           for (int t = 0; t < int(p.at.size()); ++t) p.at[t] = std::int64_t(t) * m_ - std::int64_t(j) * np_;
           f(p, a, b - a);
         }
+    };
+  }
+
+  // Level l's Omega^ = V^T Omega (Psi^ = U^T Psi with transpose_side) from level l + 1's test side,
+  // chunk_ columns at a time, as compress_samples() would hold it: each parent's block stacks its
+  // children's. The levels below are derived too, down to the leaves, whose test side is drawn again
+  // from its seeds: so every column is there, those of earlier rounds included.
+  column_source<T> through_bases(int l, bool transpose_side) {
+    return [this, l, transpose_side, below = test_side(l + 1, transpose_side)](int c0, int c1, const chunk_visitor<T>& f) {
+      if (c1 <= c0) return;
+      const auto& d = lv_[l + 1];
+      const auto& up = lv_[l];
+      const int nodes = 1 << (l + 1);
+      const T* b = transpose_side || sym_ ? d.u.data() : d.v.data();
+      const std::vector<int>& k = transpose_side ? d.ku : d.kv;
+      const std::vector<int>& nin = transpose_side ? d.nr : d.nc;
+      buffer<T, Space> out(ctx_, std::size_t(nodes / 2) * up.ld * std::min(chunk_, c1 - c0));
+      panel p;
+      p.at.resize(nodes / 2), p.ld = up.ld;
+      p.base = out.data();
+      std::vector<item_gemm> items;
+      below(c0, c1, [&](const panel& in, int first, int cols) {
+        for (int j = first; j < first + cols; j += chunk_) {
+          const int w = std::min(chunk_, first + cols - j);
+          fill(*ctx_, out.data(), std::size_t(nodes / 2) * up.ld * w, T(0));  // rows past a parent's ranks
+          items.clear();
+          for (int t = 0; t < nodes; ++t)
+            items.push_back({k[t], w, nin[t], d.basis_at(t), in.at[t] + std::int64_t(j) * in.ld,
+                             std::int64_t(t / 2) * w * up.ld + ((t & 1) ? k[t - 1] : 0), d.ld, in.ld, up.ld});
+          gemm_items(ctx_, op::transpose, op::none, T(1), b, in.base, T(0), out.data(), items);
+          for (int t = 0; t < nodes / 2; ++t) p.at[t] = (std::int64_t(t) * w - j) * up.ld;
+          f(p, j, w);
+        }
+      });
     };
   }
 
@@ -381,6 +416,10 @@ class one_sample_set_builder
     up.ld = 1;
     for (int j = 0; j < nodes / 2; ++j) up.ld = std::max({up.ld, up.nr[j], up.nc[j]});
     up.first = l - 1 >= done_ ? c0 : 0;
+    // Omega^ (and Psi^) of at least half the leaves' rows is drawn through the bases where read, not
+    // held (test_side): the bottom levels' ranks fill their children's rows, and held it made three
+    // panels of all n rows alive here (the n = 2^17 inverse's peak).
+    up.derived = (l == L_ || d.derived) && std::int64_t(nodes / 2) * up.ld * 2 >= np_;
     // ups: a parent's block; old: the elements of its columns before c0 that it keeps.
     const std::int64_t ups = std::int64_t(s_ - up.first) * up.ld, old = std::int64_t(c0 - up.first) * up.ld;
     auto alloc = [&](buffer<T, Space>& b) {
@@ -456,6 +495,7 @@ class one_sample_set_builder
       drop(false, true);
     }
     e = buffer<T, Space>();
+    if (up.derived) return;  // level l's panels are gone; its test side is drawn again where read
     tests(test_side(l, false), d.nc, v, d.kv, up.om);
     drop(true, false);
     if (!sym_) {

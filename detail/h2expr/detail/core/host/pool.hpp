@@ -103,12 +103,14 @@ class host_pool {
     }
     const std::size_t fresh = (size + page - 1) / page * page;
     // What the cache holds counts as available (memory_available, which algorithms plan with), so
-    // fresh pages must not come on top of it where the system lacks them: the cache gives back first
-    // (its largest blocks) what the system is short of.
-    if (const std::size_t avail = available_(); avail < fresh) {
+    // fresh pages must not come on top of it where the system is short: the cache keeps at most half of
+    // what the system has left past them (its largest blocks go first). Pages are taken when first
+    // written, so neither these nor those of blocks handed out before and not yet written are missing
+    // from `avail` yet: the half is their margin. (The n = 2^17 inverse was killed with 3 GB cached.)
+    if (const std::size_t avail = available_(); avail != std::numeric_limits<std::size_t>::max()) {
+      const std::size_t keep = avail > fresh ? (avail - fresh) / 2 : 0;
       std::lock_guard<std::mutex> lock(m_);
-      const std::size_t short_of = fresh - avail;
-      trim(cached_ > short_of ? cached_ - short_of : 0);
+      trim(keep);
     }
     void* p = map(fresh);
     if (!p) {  // the cache may hold what the system lacks
