@@ -44,6 +44,11 @@ struct hara_parameters {
   int block_size = 32;
   int converge_samples = 10;
   std::uint64_t seed = 0;
+  // One sample set: a bottom level's test side (Omega^ = V^T Omega) is drawn through the bases where
+  // read, not held, once holding it would take more than this share of the memory available (0: always
+  // drawn; infinity: always held). Drawing costs the products again at every read (n = 2^14 inverse:
+  // about a tenth more time), so it is kept for where memory is short.
+  double hold_share = 0.125;
 };
 
 // What one level of the construction did (level 0 of the list is unused; depth + 1 is the dense
@@ -57,6 +62,7 @@ struct hara_level_report {
   std::vector<int> ranks_after;  // H2 ranks per level after this level's recompression
   double seconds_sampling = 0, seconds_ara = 0, seconds_update = 0, seconds_compress = 0;
   compress_phases compression;  // seconds_compress by phase
+  bool test_side_drawn = false;  // its Omega^ (Psi^) drawn through the bases below where read, not held
 };
 
 // Node ranks for HARA's recompressions: tree level l may discard budget2 / l of squared Frobenius
@@ -110,7 +116,7 @@ inline void print_hara_level(std::ostream* log, const hara_level_report& r, int 
   else
     std::snprintf(line, sizeof line, "hara: dense diagonal  blocks %5d  samples %5d  time %.3f s  ranks:", r.blocks,
                   r.samples, t);
-  *log << line << ranks << std::endl;
+  *log << line << ranks << (r.test_side_drawn ? "  (test side drawn through the bases)" : "") << std::endl;
 }
 
 template <class T, class Space>

@@ -25,7 +25,9 @@
 // when a node's rank did not fit), sampling only the new columns;
 // levels already built keep their bases and near blocks and only compress the new columns upward.
 // The leaves' Omega (and Psi) is not held: its chunks are drawn again from their seeds where they are
-// read, so that Y (and Z) is the only panel of all n rows.
+// read, so that Y (and Z) is the only panel of all n rows there; where memory is short, nor is Omega^
+// (Psi^) of the levels just above whose ranks fill their children's rows (derived): it is drawn through
+// the bases below.
 #include <h2expr/detail/core/splitmix.hpp>
 #include <h2expr/detail/randomized/hara.hpp>
 #include <h2expr/detail/randomized/near_field_projection.hpp>
@@ -47,7 +49,8 @@ struct one_sample_set_level : level_blocks {  // per-node blocks: ld x s (u, v, 
   std::vector<int> nr, nc, ku, kv, wr, wc;
   std::vector<int> offr, offc;
   buffer<T, Space> om, y, ps, z, u, v, d;
-  int first = 0;  // the first sample column that om, y, ps and z hold (a finished level: the new ones)
+  int first = 0;  // the first sample column that om, y, ps and z hold (a finished level: the new ones;
+                  // a derived level holds y and z alone)
   bool derived = false;  // om and ps are not held but drawn through the bases below (test_side)
 };
 
@@ -210,8 +213,8 @@ class one_sample_set_builder
   // whole; the leaves' drawn again chunk by chunk, as sample() drew them, where they are read. Every
   // use of them is a sum over the columns (near-field Gram blocks, Y Omega_N^T, Omega R) or acts on
   // each column alone (the parents' samples), and holding them beside Y doubled the leaves' panels of
-  // all n rows. The bottom levels whose Omega^ = V^T Omega is as large (derived: ranks that fill the
-  // children) draw it the same way, through the bases below (through_bases).
+  // all n rows. The bottom levels whose Omega^ = V^T Omega is as large (ranks that fill the children)
+  // draw it the same way where memory is short (derived), through the bases below (through_bases).
   column_source<T> test_side(int l, bool transpose_side) {
     if (l < L_) return lv_[l].derived ? through_bases(l, transpose_side) : whole(samples(l, true, transpose_side));
     return [this, transpose_side](int c0, int c1, const chunk_visitor<T>& f) {
@@ -403,9 +406,9 @@ class one_sample_set_builder
   // s_ - 1. A parent level still to be built keeps its first c0 columns before them; a finished one
   // holds the new columns alone. Level l's samples are read no more after this (release_samples), so
   // each of its panels goes as soon as the last parent panel that reads it is written: Y^ and Z^ first,
-  // then Y and Z go, then Omega^ and Psi^. At most one parent panel more than level l's is alive (3 of
-  // them instead of 4 for a symmetric operator, 5 instead of 8 otherwise): where the parents' panels are
-  // as large as the leaves' (ranks that fill the leaves), this call was the construction's peak.
+  // then Y and Z go, then Omega^ and Psi^, which a derived parent does not hold at all (test_side):
+  // where the parents' panels are as large as the leaves' (ranks that fill the leaves), this call is the
+  // construction's peak, with three such panels alive for a symmetric operator (two when derived).
   void compress_samples(int l, int c0) {
     auto& d = lv_[l];
     auto& up = lv_[l - 1];
@@ -416,10 +419,18 @@ class one_sample_set_builder
     up.ld = 1;
     for (int j = 0; j < nodes / 2; ++j) up.ld = std::max({up.ld, up.nr[j], up.nc[j]});
     up.first = l - 1 >= done_ ? c0 : 0;
-    // Omega^ (and Psi^) of at least half the leaves' rows is drawn through the bases where read, not
-    // held (test_side): the bottom levels' ranks fill their children's rows, and held it made three
-    // panels of all n rows alive here (the n = 2^17 inverse's peak).
-    up.derived = (l == L_ || d.derived) && std::int64_t(nodes / 2) * up.ld * 2 >= np_;
+    // Omega^ (and Psi^) of at least half the leaves' rows (the bottom levels, whose ranks fill their
+    // children's rows), from the leaves up, is drawn through the bases where read (test_side) once
+    // holding it would take more than hold_share of the memory available. Once drawn, always drawn in
+    // this construction: a level drawn in an earlier round holds no earlier columns to keep.
+    const std::size_t test_bytes = std::size_t(sym_ ? 1 : 2) * std::size_t(nodes / 2) * std::size_t(up.ld) *
+                                   std::size_t(s_ - up.first) * sizeof(T);
+    up.derived = up.derived || ((l == L_ || d.derived) && std::int64_t(nodes / 2) * up.ld * 2 >= np_ &&
+                                double(test_bytes) > p_.hold_share * double(memory_available(*ctx_)));
+    if (up.derived) {
+      up.om = buffer<T, Space>(), up.ps = buffer<T, Space>();
+      if (l - 1 >= 1) levels_[l - 1].test_side_drawn = true;
+    }
     // ups: a parent's block; old: the elements of its columns before c0 that it keeps.
     const std::int64_t ups = std::int64_t(s_ - up.first) * up.ld, old = std::int64_t(c0 - up.first) * up.ld;
     auto alloc = [&](buffer<T, Space>& b) {
@@ -495,7 +506,7 @@ class one_sample_set_builder
       drop(false, true);
     }
     e = buffer<T, Space>();
-    if (up.derived) return;  // level l's panels are gone; its test side is drawn again where read
+    if (up.derived) return;  // the parents' test side is drawn where read
     tests(test_side(l, false), d.nc, v, d.kv, up.om);
     drop(true, false);
     if (!sym_) {

@@ -154,9 +154,9 @@ struct sample_panel {
 // The test side's samples (Omega or Psi) as columns c0 .. c1 - 1, handed out in chunks: visit(c0, c1, f)
 // calls f(chunk, first, cols) for consecutive ranges that cover c0 .. c1 - 1, where column first + j
 // (j < cols) of node t sits at chunk.base + chunk.at[t] + (first + j) * chunk.ld, as in a whole panel.
-// A panel held whole is one chunk (whole()); the leaves' Omega is drawn again chunk by chunk instead
-// of held (hara_one_sample_set.hpp), since every use of it is a sum over the columns or acts on each
-// column alone.
+// A panel held whole is one chunk (whole()); the leaves' Omega, and the bottom levels' Omega^ through
+// the bases, are drawn again chunk by chunk instead of held (hara_one_sample_set.hpp), since every use
+// of them is a sum over the columns or acts on each column alone.
 template <class T>
 using chunk_visitor = std::function<void(const sample_panel<T>&, int, int)>;
 template <class T>

@@ -9,7 +9,8 @@
 // The builder (Derived) provides sample(s, round): columns s_ .. s - 1 into the leaves' panels;
 // level(l): level l's bases and near blocks, 0 or the sample count it asks for; compress_samples(l, c0):
 // level l - 1's samples from level l's; root(): as level(), for the top. Level holds a level's
-// samples as om, y (Omega's side) and ps, z (Psi's).
+// samples as om, y (Omega's side) and ps, z (Psi's) (the single process's builder draws om and ps of
+// its bottom levels through the bases instead).
 #include <h2expr/detail/core/context.hpp>
 #include <h2expr/detail/randomized/hara.hpp>
 #include <h2expr/detail/randomized/near_field_projection.hpp>
