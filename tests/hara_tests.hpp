@@ -33,6 +33,21 @@ class hara_test : public space_test<C> {
   sampler<T, Space> dense_sampler(const dense<T>& M, bool symmetric) {
     return test::dense_sampler(M, symmetric, ctx_);
   }
+  // On a jittered 24 x 22 grid: a symmetric (exponential) and a general (skewed) kernel matrix, dense,
+  // and a structure with weak admissibility, leaves of 32.
+  struct kernel_pair {
+    dense<T> sym, gen;
+    structure<T> S;
+  };
+  static kernel_pair grid_kernels(std::uint64_t seed) {
+    auto pts = point_cloud<T, 2>::grid({24, 22}, T(0.3), seed);
+    const int n = pts.size();
+    kernel_pair k{dense<T>(n, n), dense<T>(n, n), structure<T>::from_points(pts, {.leaf_size = 32, .weak_admissibility = true})};
+    const auto tilt = skewed_kernel(0.3);
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < n; ++i) k.sym(i, j) = kernels::exponential{0.3}(pts[i], pts[j]), k.gen(i, j) = tilt(pts[i], pts[j]);
+    return k;
+  }
 };
 TYPED_TEST_SUITE_P(hara_test);
 
@@ -167,14 +182,8 @@ TYPED_TEST_P(hara_test, one_and_three_dimensional_and_weak_structures) {
 // eta = 1), and a rank cap a node needs more than names its level.
 TYPED_TEST_P(hara_test, one_sample_set_structures) {
   using T = typename TypeParam::scalar;
-  auto pts = point_cloud<T, 2>::grid({24, 22}, T(0.3), test_seed() + 7);
-  const int n = pts.size();
-  auto S = structure<T>::from_points(pts, {.leaf_size = 32, .weak_admissibility = true});
-  dense<T> Msym(n, n), Mgen(n, n);
-  const auto tilt = skewed_kernel(0.3);
-  for (int j = 0; j < n; ++j)
-    for (int i = 0; i < n; ++i)
-      Msym(i, j) = kernels::exponential{0.3}(pts[i], pts[j]), Mgen(i, j) = tilt(pts[i], pts[j]);
+  const auto [Msym, Mgen, S] = this->grid_kernels(test_seed() + 7);
+  const int n = int(Msym.rows());
   double last_sym = 1, last_gen = 1;
   for (double tol : this->tolerances()) {
     if (tol < 1e-7) continue;
@@ -228,14 +237,7 @@ TYPED_TEST_P(hara_test, one_sample_set_structures) {
 TYPED_TEST_P(hara_test, test_side_drawn_or_held_gives_the_same_matrix) {
   using T = typename TypeParam::scalar;
   using Space = typename TypeParam::space;
-  auto pts = point_cloud<T, 2>::grid({24, 22}, T(0.3), test_seed() + 8);
-  const int n = pts.size();
-  auto S = structure<T>::from_points(pts, {.leaf_size = 32, .weak_admissibility = true});
-  dense<T> Msym(n, n), Mgen(n, n);
-  const auto tilt = skewed_kernel(0.3);
-  for (int j = 0; j < n; ++j)
-    for (int i = 0; i < n; ++i)
-      Msym(i, j) = kernels::exponential{0.3}(pts[i], pts[j]), Mgen(i, j) = tilt(pts[i], pts[j]);
+  const auto [Msym, Mgen, S] = this->grid_kernels(test_seed() + 8);
   const double tol = this->single ? 1e-3 : 1e-6;
   for (bool sym : {true, false}) {
     const auto M = this->dense_sampler(sym ? Msym : Mgen, sym);
