@@ -334,6 +334,11 @@ class one_sample_set_builder
     int more = 0;
     for (int t = 0; t < nodes; ++t) more = std::max(more, short_of(std::max(d.wr[t], d.wc[t])));
     if (more) return more;
+    {  // the projections' G (and H) and bases, the near blocks D, and E and X below
+      const std::size_t side = std::size_t(nodes) * ld * (d.nearw + ld + d.p);
+      check_memory(*ctx_, sizeof(T) * ((sym_ ? 1 : 2) * side + (std::size_t(f.pairs()) + 2 * std::size_t(nodes)) * ld * ld),
+                   "hara: level " + std::to_string(l) + "'s bases and near blocks (" + std::to_string(s_) + " samples)");
+    }
     buffer<T, Space> g, h;
     std::vector<double> su, sv;
     project(l, 0, d, test_side(l, false), d.nc, d.offr, d.wr, samples(l, false, false), d.nr, g, &d.u, &su);
@@ -355,31 +360,40 @@ class one_sample_set_builder
     const T* hh = sym_ ? g.data() : h.data();
     const std::vector<int>& hoff = sym_ ? d.offr : d.offc;
     // Per near pair (t, s): D = G_ts + U_t E, E = U_t^T H_st^T - U_t^T G_ts - (U_t^T H_st^T V_s) V_s^T.
+    // One near partner of every node at a time, so that E and X hold a block per node, not per pair
+    // (two levels above the leaves of the 2^17 inverse, 2 GB each).
     const int pairs = f.pairs();
-    buffer<T, Space> e(ctx_, std::size_t(pairs) * ld * ld), x(ctx_, std::size_t(pairs) * ld * ld);
-    d.d = buffer<T, Space>(ctx_, std::size_t(pairs) * ld * ld);
+    int most = 0;
+    for (int t = 0; t < nodes; ++t) most = std::max(most, f.ptr[t + 1] - f.ptr[t]);
+    const std::size_t block = std::size_t(ld) * ld;
+    buffer<T, Space> e(ctx_, std::size_t(nodes) * block), x(ctx_, std::size_t(nodes) * block);
+    d.d = buffer<T, Space>(ctx_, std::size_t(pairs) * block);
     fill(*ctx_, d.d.data(), d.d.size(), T(0));
     std::vector<item_gemm> e1, x1, e2, e3, d1;
     std::vector<item_copy> dg;
-    for (int t = 0; t < nodes; ++t)
-      for (int q = f.ptr[t]; q < f.ptr[t + 1]; ++q) {
-        const int c = f.col[q], nr = d.nr[t], nc = d.nc[c], ku = d.ku[t], kv = d.kv[c];
-        const std::int64_t b = d.pair(q), ut = d.basis_at(t), vc = d.basis_at(c);
+    for (int j = 0; j < most; ++j) {
+      for (auto* v : {&e1, &x1, &e2, &e3, &d1}) v->clear();
+      dg.clear();
+      for (int t = 0; t < nodes; ++t) {
+        if (f.ptr[t] + j >= f.ptr[t + 1]) continue;
+        const int q = f.ptr[t] + j, c = f.col[q], nr = d.nr[t], nc = d.nc[c], ku = d.ku[t], kv = d.kv[c];
+        const std::int64_t b = d.pair(q), w = std::int64_t(t) * ld * ld, ut = d.basis_at(t), vc = d.basis_at(c);
         const std::int64_t gts = d.row_block(t) + std::int64_t(d.offr[q]) * ld;
         const std::int64_t hst = d.row_block(c) + std::int64_t(hoff[f.mirror[q]]) * ld;
-        e1.push_back({ku, nc, nr, ut, hst, b, ld, ld, ld});
-        x1.push_back({ku, kv, nc, b, vc, b, ld, ld, ld});
-        e2.push_back({ku, nc, nr, ut, gts, b, ld, ld, ld});
-        e3.push_back({ku, nc, kv, b, vc, b, ld, ld, ld});
+        e1.push_back({ku, nc, nr, ut, hst, w, ld, ld, ld});
+        x1.push_back({ku, kv, nc, w, vc, w, ld, ld, ld});
+        e2.push_back({ku, nc, nr, ut, gts, w, ld, ld, ld});
+        e3.push_back({ku, nc, kv, w, vc, w, ld, ld, ld});
         dg.push_back({nr, nc, gts, b, ld, ld});
-        d1.push_back({nr, nc, ku, ut, b, b, ld, ld, ld});
+        d1.push_back({nr, nc, ku, ut, w, b, ld, ld, ld});
       }
-    gemm_items(ctx_, op::transpose, op::transpose, T(1), u, hh, T(0), e.data(), e1);  // U^T H^T
-    gemm_items(ctx_, op::none, op::none, T(1), e.data(), v, T(0), x.data(), x1);      // (U^T H^T) V
-    gemm_items(ctx_, op::transpose, op::none, T(-1), u, g.data(), T(1), e.data(), e2);
-    gemm_items(ctx_, op::none, op::transpose, T(-1), x.data(), v, T(1), e.data(), e3);
-    copy_items(ctx_, g.data(), d.d.data(), dg);
-    gemm_items(ctx_, op::none, op::none, T(1), u, e.data(), T(1), d.d.data(), d1);
+      gemm_items(ctx_, op::transpose, op::transpose, T(1), u, hh, T(0), e.data(), e1);  // U^T H^T
+      gemm_items(ctx_, op::none, op::none, T(1), e.data(), v, T(0), x.data(), x1);      // (U^T H^T) V
+      gemm_items(ctx_, op::transpose, op::none, T(-1), u, g.data(), T(1), e.data(), e2);
+      gemm_items(ctx_, op::none, op::transpose, T(-1), x.data(), v, T(1), e.data(), e3);
+      copy_items(ctx_, g.data(), d.d.data(), dg);
+      gemm_items(ctx_, op::none, op::none, T(1), u, e.data(), T(1), d.d.data(), d1);
+    }
     for (auto* b : {&g, &h, &e, &x}) *b = buffer<T, Space>();  // before the parents' samples take their room
     if (sym_) symmetrize(l);
     compress_samples(l, 0);
@@ -433,6 +447,9 @@ class one_sample_set_builder
     }
     // ups: a parent's block; old: the elements of its columns before c0 that it keeps.
     const std::int64_t ups = std::int64_t(s_ - up.first) * up.ld, old = std::int64_t(c0 - up.first) * up.ld;
+    check_memory(*ctx_, sizeof(T) * (std::size_t(sym_ ? 1 : 2) * (up.derived ? 1 : 2) * std::size_t(nodes / 2) * std::size_t(ups) +
+                                     std::size_t(f.pairs()) * d.ld * d.ld),
+                 "hara: level " + std::to_string(l - 1) + "'s samples (" + std::to_string(s_) + " columns)");
     auto alloc = [&](buffer<T, Space>& b) {
       buffer<T, Space> g(ctx_, std::size_t(nodes / 2) * ups);
       fill(*ctx_, g.data(), g.size(), T(0));

@@ -24,17 +24,22 @@
 
 namespace h2expr::detail {
 
-// Before a round's sample panels are written: `adds` bytes more for s samples of `rows` rows, checked
-// against what the space has (memory_available; an eighth to spare for the level's other temporaries).
-// Past the host's memory the process would be killed touching the panels, not refused the allocation.
+// Before hara allocates `adds` bytes for `what`: raises device_out_of_memory where they do not fit in
+// what the space has (memory_available), an eighth of them to spare for the phase's other temporaries.
+// Past the host's memory the process would be killed touching the pages, not refused the allocation.
 template <class Space>
-void check_sample_memory(context<Space>& c, std::size_t adds, int s, std::int64_t rows) {
+void check_memory(context<Space>& c, std::size_t adds, const std::string& what) {
   const std::size_t available = memory_available(c);
   if (adds > available - std::min(available, adds / 8))
-    throw device_out_of_memory("h2expr: hara: " + std::to_string(s) + " samples of " + std::to_string(rows) +
-                               " rows need " + number(double(adds) / 1e9) + " GB more, but " +
+    throw device_out_of_memory("h2expr: " + what + " need " + number(double(adds) / 1e9) + " GB more, but " +
                                number(double(available) / 1e9) +
                                " GB are available; a looser tolerance takes fewer samples (lower ranks)");
+}
+
+// Before a round's sample panels are written: `adds` bytes more for s samples of `rows` rows.
+template <class Space>
+void check_sample_memory(context<Space>& c, std::size_t adds, int s, std::int64_t rows) {
+  check_memory(c, adds, "hara: " + std::to_string(s) + " samples of " + std::to_string(rows) + " rows");
 }
 
 template <class Derived, class Level, class T, class Space>
