@@ -260,6 +260,45 @@ TYPED_TEST_P(hara_test, test_side_drawn_or_held_gives_the_same_matrix) {
   }
 }
 
+// A round's new columns through the finished levels block by block as they are drawn (stream_columns
+// 256), a round at once as it is drawn (a block as wide as any round) or after it is drawn (0): the
+// same random columns, so the same matrix up to rounding.
+TYPED_TEST_P(hara_test, streamed_or_whole_rounds_give_the_same_matrix) {
+  using T = typename TypeParam::scalar;
+  using Space = typename TypeParam::space;
+  auto pts = point_cloud<T, 2>::grid({36, 34}, T(0.3), test_seed() + 9);
+  const int n = pts.size();
+  dense<T> Msym(n, n), Mgen(n, n);
+  const auto tilt = skewed_kernel(0.3);
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < n; ++i) Msym(i, j) = kernels::exponential{0.3}(pts[i], pts[j]), Mgen(i, j) = tilt(pts[i], pts[j]);
+  const auto S = structure<T>::from_points(pts, {.leaf_size = 32, .eta = 0.9});
+  const double tol = this->single ? 1e-4 : 1e-6;  // float: tight enough for a round of more than 256 columns
+  for (bool sym : {true, false}) {
+    const auto M = this->dense_sampler(sym ? Msym : Mgen, sym);
+    dense<T> built[3];
+    int blocks[3] = {};
+    const int columns[3] = {0, 1 << 20, 256};
+    for (int v = 0; v < 3; ++v) {
+      detail::hara_parameters par{tol, 0, 32, 10, test_seed()};
+      par.stream_columns = columns[v];
+      std::vector<detail::hara_level_report> levels;
+      h2_matrix<T, Space> P;
+      detail::h2_access::data(P) =
+          detail::one_sample_set_builder<T, Space>(M, S, par, detail::near_fields(S.blocks())).run(levels, nullptr);
+      for (const auto& r : levels) blocks[v] += r.blocks_streamed;
+      built[v] = to_dense(P);
+      EXPECT_LT(relative_error(built[v], sym ? Msym : Mgen), tol) << "symmetric " << sym << ", stream " << columns[v];
+    }
+    // Streamed rounds, and some of more than one block.
+    EXPECT_EQ(blocks[0], 0);
+    EXPECT_GT(blocks[1], 0) << "symmetric " << sym;
+    EXPECT_GT(blocks[2], blocks[1]) << "symmetric " << sym;
+    for (int v = 1; v < 3; ++v)
+      EXPECT_LT(relative_error(built[v], built[0]), this->single ? tol / 2 : tol / 100) << "symmetric " << sym << ", stream " << columns[v];
+  }
+}
+
 // Tiny operators: one point, a few points (a single leaf: no low-rank level at all), two leaves.
 TYPED_TEST_P(hara_test, tiny_operators) {
   using T = typename TypeParam::scalar;
@@ -336,6 +375,7 @@ TYPED_TEST_P(hara_test, bad_input_is_a_clear_error) {
 REGISTER_TYPED_TEST_SUITE_P(hara_test, self_reconstruction_error_follows_the_tolerance, products_of_h2_matrices,
                             symmetric_and_general_lambdas, one_and_three_dimensional_and_weak_structures,
                             one_sample_set_structures, test_side_drawn_or_held_gives_the_same_matrix,
+                            streamed_or_whole_rounds_give_the_same_matrix,
                             tiny_operators, bad_input_is_a_clear_error);
 
 }  // namespace h2expr::test

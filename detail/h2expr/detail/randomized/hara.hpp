@@ -49,6 +49,10 @@ struct hara_parameters {
   // drawn; infinity: always held). Drawing costs the products again at every read (the inverse: 2.3%
   // more time at n = 2^14, 9-18% in the last steps at 2^17), so it is kept for where memory is short.
   double hold_share = 0.125;
+  // One sample set: once the leaves are built, a round's new columns go through the finished levels
+  // this many at a time (rounded up to a multiple of 256) as they are drawn, so that the panels of all
+  // n rows hold that many columns, not the round's (0: a round at once, after it is drawn).
+  int stream_columns = 512;
 };
 
 // What one level of the construction did (level 0 of the list is unused; depth + 1 is the dense
@@ -63,6 +67,7 @@ struct hara_level_report {
   double seconds_sampling = 0, seconds_ara = 0, seconds_update = 0, seconds_compress = 0;
   compress_phases compression;  // seconds_compress by phase
   bool test_side_drawn = false;  // its Omega^ (Psi^) drawn through the bases below where read, not held
+  int blocks_streamed = 0;  // blocks of a round's new columns compressed through it as they were drawn
 };
 
 // Node ranks for HARA's recompressions: tree level l may discard budget2 / l of squared Frobenius

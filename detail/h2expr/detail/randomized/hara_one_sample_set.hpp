@@ -51,6 +51,8 @@ struct one_sample_set_level : level_blocks {  // per-node blocks: ld x s (u, v, 
   buffer<T, Space> om, y, ps, z, u, v, d;
   int first = 0;  // the first sample column that om, y, ps and z hold (a finished level: the new ones;
                   // a derived level holds y and z alone)
+  int width = 0;  // the columns they have room for, from first (the first unfinished level's panels
+                  // take a streamed round's columns block by block: sample())
   bool derived = false;  // om and ps are not held but drawn through the bases below (test_side)
 };
 
@@ -125,17 +127,23 @@ class one_sample_set_builder
   // leaves are built the earlier columns are kept, and on the host the panels grow to twice what is
   // asked, so that a round or two more need no copy (room never written costs no memory there: its
   // pages are faulted in when written; a device allocation holds all of its memory, so the CUDA
-  // space's panels hold what is asked, and a later round copies them on the device); once the leaves
-  // are built only new columns are read, so the panels hold those alone (release_samples).
+  // space's panels hold what is asked, and a later round copies them on the device). Once the leaves
+  // are built, a round's columns go through the finished levels as they are drawn, stream_columns at
+  // a time, into the first unfinished level's panels (compress_finished): no panel of all n rows holds
+  // more (at n = 2^15 an inverse step's last round held 2,290 columns of Y, of its parents' Y^ and of
+  // Omega^, 1.7 GB, where the step's peak came).
   void sample(int s, int round) {
     auto& c = *ctx_;
-    const int w = s - s_;
+    const int w = s - s_, r0 = s_;
+    const bool stream = done_ <= L_ && p_.stream_columns > 0;
+    const int block = stream ? std::min(w, (p_.stream_columns + chunk_ - 1) / chunk_ * chunk_) : w;
     // Growing the panels writes their earlier columns again (the old ones are freed after); a chunk of
     // test columns and its products come on top.
-    check_sample_memory(c, (sym_ ? 1 : 2) * std::size_t(np_) * sizeof(T) * std::size_t(s - base_ > room_ ? s - base_ : w) +
+    const std::size_t panel_columns = stream ? block : (s - base_ > room_ ? s - base_ : w);
+    check_sample_memory(c, (sym_ ? 1 : 2) * std::size_t(np_) * sizeof(T) * panel_columns +
                                4 * std::size_t(np_) * sizeof(T) * std::size_t(std::min(chunk_, w)),
                         s, np_);
-    if (s - base_ > room_) {
+    if (!stream && s - base_ > room_) {
       room_ = base_ > 0 || !space_traits<Space>::commits_on_write ? s - base_ : 2 * s;
       auto grow = [&](buffer<T, Space>& b) {
         buffer<T, Space> g(ctx_, std::size_t(np_) * room_);
@@ -160,12 +168,13 @@ class one_sample_set_builder
     // intermediate products, HGEMV's padded copies) scale with the columns it is given; whole sample
     // sets of 3D structures (2,754 columns at n = 64,000) put them at 1.4 GB each.
     buffer<T, Space> xp(ctx_, std::size_t(np_) * std::min(chunk_, w));
-    auto draw = [&](buffer<T, Space>& out, bool transpose, std::uint64_t seed) {
+    // The round's columns a .. b - 1 (from its first, r0).
+    auto draw = [&](buffer<T, Space>& out, bool transpose, std::uint64_t seed, int a, int b) {
       const op t = transpose ? op::transpose : op::none;
-      for (int j = 0; j < w; j += chunk_) {
-        const int cols = std::min(chunk_, w - j);
+      for (int j = a; j < b; j += chunk_) {
+        const int cols = std::min(chunk_, b - j);
         T* Xp = xp.data();
-        T* Yp = out.data() + std::size_t(np_) * (s_ + j - base_);
+        T* Yp = out.data() + std::size_t(np_) * (r0 + j - base_);
         {
           auto X = test_columns(seed, j, cols, Xp);
           if (tree_order) {
@@ -193,9 +202,19 @@ class one_sample_set_builder
     };
     const std::uint64_t seed = splitmix64(p_.seed + 0x9e3779b97f4a7c15ull * std::uint64_t(round + 1));
     draws_.push_back({s_, s, seed});
-    draw(y_, false, seed);
-    if (!sym_) draw(z_, true, psi_seed(seed));
-    prev_ = s_, s_ = s;
+    for (int a = 0; a < w; a += block) {
+      const int b = std::min(w, a + block);
+      if (stream) {  // the leaves' panels hold this block alone (compress_samples gives them back)
+        base_ = r0 + a;
+        for (auto* p : {&y_, &z_})
+          if ((p == &y_ || !sym_) && p->size() < std::size_t(np_) * block) *p = buffer<T, Space>(ctx_, std::size_t(np_) * block);
+      }
+      draw(y_, false, seed, a, b);
+      if (!sym_) draw(z_, true, psi_seed(seed), a, b);
+      if (stream) s_ = r0 + b, this->compress_finished(r0 + a, s);
+    }
+    prev_ = r0, s_ = s;
+    this->streamed_ = stream;
     norm_ = std::sqrt(energy_ / std::max(columns_, 1));
   }
 
@@ -296,7 +315,7 @@ class one_sample_set_builder
     } else {
       buffer<T, Space>& b = transpose_side ? (omega_side ? d.ps : d.z) : (omega_side ? d.om : d.y);
       p.base = b.data(), p.ld = d.ld;
-      for (int t = 0; t < nodes; ++t) p.at[t] = (std::int64_t(t) * (s_ - d.first) - d.first) * d.ld;  // + column * ld
+      for (int t = 0; t < nodes; ++t) p.at[t] = (std::int64_t(t) * d.width - d.first) * d.ld;  // + column * ld
     }
     return p;
   }
@@ -417,13 +436,14 @@ class one_sample_set_builder
 
   // The parent level's samples: Omega^ = V^T Omega, Y^ = U^T (Y - sum_s D_ts Omega_s) (and Psi^ =
   // U^T Psi, Z^ = V^T (Z - sum_t D_ts^T Psi_t)), each child's rows after its sibling's; columns c0 ..
-  // s_ - 1. A parent level still to be built keeps its first c0 columns before them; a finished one
-  // holds the new columns alone. Level l's samples are read no more after this (release_samples), so
+  // s_ - 1. A parent level still to be built keeps its first c0 columns before them, in panels with
+  // room for `end` columns (s_ unless streamed: the round's last); a finished one holds the new
+  // columns alone. Level l's samples are read no more after this (release_samples), so
   // each of its panels goes as soon as the last parent panel that reads it is written: Y^ and Z^ first,
   // then Y and Z go, then Omega^ and Psi^, which a derived parent does not hold at all (test_side):
   // where the parents' panels are as large as the leaves' (ranks that fill the leaves), this call is the
   // construction's peak, with three such panels alive for a symmetric operator (two when derived).
-  void compress_samples(int l, int c0) {
+  void compress_samples(int l, int c0, int end = -1) {
     auto& d = lv_[l];
     auto& up = lv_[l - 1];
     const auto& f = near_[l];
@@ -433,12 +453,17 @@ class one_sample_set_builder
     up.ld = 1;
     for (int j = 0; j < nodes / 2; ++j) up.ld = std::max({up.ld, up.nr[j], up.nc[j]});
     up.first = l - 1 >= done_ ? c0 : 0;
+    // A streamed round's later blocks find the panels made (their earlier columns written in place).
+    const int width = (l - 1 >= done_ || end < 0 ? s_ : end) - up.first, was = up.width;
+    const bool made = width == was && l - 1 < done_ && c0 > up.first;
+    up.width = width;
+    if (end >= 0) ++levels_[l].blocks_streamed;
     // Omega^ (and Psi^) of at least half the leaves' rows (the bottom levels, whose ranks fill their
     // children's rows), from the leaves up, is drawn through the bases where read (test_side) once
     // holding it would take more than hold_share of the memory available. Once drawn, always drawn in
     // this construction: a level drawn in an earlier round holds no earlier columns to keep.
     const std::size_t test_bytes = std::size_t(sym_ ? 1 : 2) * std::size_t(nodes / 2) * std::size_t(up.ld) *
-                                   std::size_t(s_ - up.first) * sizeof(T);
+                                   std::size_t(width) * sizeof(T);
     up.derived = up.derived || ((l == L_ || d.derived) && std::int64_t(nodes / 2) * up.ld * 2 >= np_ &&
                                 double(test_bytes) > p_.hold_share * double(memory_available(*ctx_)));
     if (up.derived) {
@@ -446,16 +471,18 @@ class one_sample_set_builder
       if (l - 1 >= 1) levels_[l - 1].test_side_drawn = true;
     }
     // ups: a parent's block; old: the elements of its columns before c0 that it keeps.
-    const std::int64_t ups = std::int64_t(s_ - up.first) * up.ld, old = std::int64_t(c0 - up.first) * up.ld;
-    check_memory(*ctx_, sizeof(T) * (std::size_t(sym_ ? 1 : 2) * (up.derived ? 1 : 2) * std::size_t(nodes / 2) * std::size_t(ups) +
+    const std::int64_t ups = std::int64_t(width) * up.ld, old = std::int64_t(c0 - up.first) * up.ld;
+    check_memory(*ctx_, sizeof(T) * ((made ? 0 : std::size_t(sym_ ? 1 : 2) * (up.derived ? 1 : 2) * std::size_t(nodes / 2) * std::size_t(ups)) +
                                      std::size_t(f.pairs()) * d.ld * d.ld),
                  "hara: level " + std::to_string(l - 1) + "'s samples (" + std::to_string(s_) + " columns)");
     auto alloc = [&](buffer<T, Space>& b) {
+      if (made) return;
       buffer<T, Space> g(ctx_, std::size_t(nodes / 2) * ups);
       fill(*ctx_, g.data(), g.size(), T(0));
-      if (old > 0) {  // each parent's old block (up.ld x c0, contiguous) starts its new one
+      if (old > 0) {  // each parent's old columns (up.ld x (c0 - first) of a block of `was`) start its new block
         std::vector<item_copy> keep;
-        for (int j = 0; j < nodes / 2; ++j) keep.push_back({up.ld, c0, j * old, j * ups, up.ld, up.ld});
+        for (int j = 0; j < nodes / 2; ++j)
+          keep.push_back({up.ld, c0 - up.first, std::int64_t(j) * was * up.ld, j * ups, up.ld, up.ld});
         copy_items(ctx_, b.data(), g.data(), keep);
       }
       b = std::move(g);

@@ -59,6 +59,7 @@ class sample_rounds {
     lv_.resize(std::size_t(L_) + 1);
     level_seconds_.assign(std::size_t(L_) + 1, 0.0);
     done_ = L_ + 1, s_ = prev_ = room_ = base_ = 0;
+    streamed_ = false, streamed_seconds_ = 0;
   }
 
   // Rounds until every level had samples enough, from what the leaves' near fields need at least;
@@ -72,15 +73,28 @@ class sample_rounds {
     }
     for (int round = 0;; ++round) {
       const auto t0 = clock::now();
+      const double streamed = streamed_seconds_;
       self().sample(s, round);
-      sampling += seconds_since(*ctx_, t0);
+      sampling += seconds_since(*ctx_, t0) - (streamed_seconds_ - streamed);
       const auto t1 = clock::now();
       const int need = build();
-      building += seconds_since(*ctx_, t1);
+      building += seconds_since(*ctx_, t1) + (streamed_seconds_ - streamed);
       if (need == 0) break;
       s = std::max(need, s + p_.block_size);
     }
     for (auto* b : {&omega_, &y_, &psi_, &z_}) *b = buffer<T, Space>();  // read no more
+  }
+
+  // Columns c0 .. s_ - 1 of a round through the finished levels (done_ .. L_) into the first
+  // unfinished one's panels, which make room for `end` columns (the round's): where the builder
+  // streams a round's columns as it draws them (streamed_), build() finds them compressed.
+  void compress_finished(int c0, int end) {
+    for (int l = L_; l >= done_; --l) {
+      const auto t0 = clock::now();
+      self().compress_samples(l, c0, end);
+      const double t = seconds_since(*ctx_, t0);
+      level_seconds_[l] += t, streamed_seconds_ += t;
+    }
   }
 
   // How many samples a node whose near field has nin rows is short of (0: it has enough).
@@ -96,6 +110,8 @@ class sample_rounds {
   int s_ = 0, prev_ = 0;                     // samples now and before the last round
   int done_ = 1 << 30;                       // levels done_ .. L_ are finished
   int room_ = 0, base_ = 0;                  // columns the leaves' panels have room for; the first they hold
+  bool streamed_ = false;                    // the last round's columns went through the finished levels
+  double streamed_seconds_ = 0;              // compressing them (compress_finished), not sampling
   buffer<T, Space> omega_, y_, psi_, z_;     // the leaves' panels: np x (s_ - base_), padded tree order
                                              // (the single process's builder holds y_ and z_ alone and
                                              // draws Omega and Psi again where it reads them)
@@ -110,7 +126,7 @@ class sample_rounds {
   int build() {
     for (int l = L_; l >= 1; --l) {
       const auto t0 = clock::now();
-      const int need = l >= done_ ? (self().compress_samples(l, prev_), 0) : self().level(l);
+      const int need = l >= done_ ? (streamed_ ? 0 : (self().compress_samples(l, prev_), 0)) : self().level(l);
       level_seconds_[l] += seconds_since(*ctx_, t0);
       if (need) return need;
       done_ = std::min(done_, l);
