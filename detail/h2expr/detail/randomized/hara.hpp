@@ -49,10 +49,13 @@ struct hara_parameters {
   // drawn; infinity: always held). Drawing costs the products again at every read (the inverse: 2.3%
   // more time at n = 2^14, 9-18% in the last steps at 2^17), so it is kept for where memory is short.
   double hold_share = 0.125;
-  // One sample set: once the leaves are built, a round's new columns go through the finished levels
-  // this many at a time (rounded up to a multiple of 256) as they are drawn, so that the panels of all
-  // n rows hold that many columns, not the round's (0: a round at once, after it is drawn).
-  int stream_columns = 512;
+  // One sample set: once the leaves are built, a round's new columns can go through the finished
+  // levels in blocks as they are drawn, so that no finished level's panel (the leaves' Y, their
+  // parents' Y^ and Omega^: each about n rows) holds the whole round. -1: blocks only where those three
+  // panels would take more than hold_share of the memory available, as wide as fit then (at least
+  // 256); 0: never; else blocks this wide (rounded up to a multiple of 256). Each block computes the
+  // finished levels' B^T D again, so sizes that fit keep whole rounds.
+  int stream_columns = -1;
 };
 
 // What one level of the construction did (level 0 of the list is unused; depth + 1 is the dense

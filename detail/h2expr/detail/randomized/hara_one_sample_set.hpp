@@ -49,8 +49,8 @@ struct one_sample_set_level : level_blocks {  // per-node blocks: ld x s (u, v, 
   std::vector<int> nr, nc, ku, kv, wr, wc;
   std::vector<int> offr, offc;
   buffer<T, Space> om, y, ps, z, u, v, d;
-  int first = 0;  // the first sample column that om, y, ps and z hold (a finished level: the new ones;
-                  // a derived level holds y and z alone)
+  int first = 0;  // the first sample column that om, y, ps and z hold (a finished level: the new ones,
+                  // or a streamed block's; a derived level holds y and z alone)
   int width = 0;  // the columns they have room for, from first (the first unfinished level's panels
                   // take a streamed round's columns block by block: sample())
   bool derived = false;  // om and ps are not held but drawn through the bases below (test_side)
@@ -128,15 +128,21 @@ class one_sample_set_builder
   // asked, so that a round or two more need no copy (room never written costs no memory there: its
   // pages are faulted in when written; a device allocation holds all of its memory, so the CUDA
   // space's panels hold what is asked, and a later round copies them on the device). Once the leaves
-  // are built, a round's columns go through the finished levels as they are drawn, stream_columns at
-  // a time, into the first unfinished level's panels (compress_finished): no panel of all n rows holds
-  // more (at n = 2^15 an inverse step's last round held 2,290 columns of Y, of its parents' Y^ and of
-  // Omega^, 1.7 GB, where the step's peak came).
+  // are built, a round's columns can go through the finished levels in blocks as they are drawn
+  // (hara_parameters::stream_columns), into the first unfinished level's panels (compress_finished):
+  // no finished level's panel then holds more than a block (at n = 2^15 an inverse step's last round
+  // held 2,290 columns of Y, of its parents' Y^ and of Omega^, 1.7 GB, where the step's peak came).
   void sample(int s, int round) {
     auto& c = *ctx_;
     const int w = s - s_, r0 = s_;
-    const bool stream = done_ <= L_ && p_.stream_columns > 0;
-    const int block = stream ? std::min(w, (p_.stream_columns + chunk_ - 1) / chunk_ * chunk_) : w;
+    int block = w;  // a multiple of chunk_ where streamed, so that test_side() draws the same columns
+    if (done_ <= L_ && p_.stream_columns != 0) {
+      const double per_column = 3.0 * (sym_ ? 1 : 2) * double(np_) * sizeof(T);
+      const double fit = p_.stream_columns > 0 ? std::ceil(double(p_.stream_columns) / chunk_) * chunk_
+                                               : std::max<double>(chunk_, p_.hold_share * double(memory_available(c)) / per_column);
+      if (fit < w) block = int(fit) / chunk_ * chunk_;
+    }
+    const bool stream = block < w;
     // Growing the panels writes their earlier columns again (the old ones are freed after); a chunk of
     // test columns and its products come on top.
     const std::size_t panel_columns = stream ? block : (s - base_ > room_ ? s - base_ : w);
@@ -474,7 +480,7 @@ class one_sample_set_builder
     const std::int64_t ups = std::int64_t(width) * up.ld, old = std::int64_t(c0 - up.first) * up.ld;
     check_memory(*ctx_, sizeof(T) * ((made ? 0 : std::size_t(sym_ ? 1 : 2) * (up.derived ? 1 : 2) * std::size_t(nodes / 2) * std::size_t(ups)) +
                                      std::size_t(f.pairs()) * d.ld * d.ld),
-                 "hara: level " + std::to_string(l - 1) + "'s samples (" + std::to_string(s_) + " columns)");
+                 "hara: level " + std::to_string(l - 1) + "'s samples (" + std::to_string(width) + " columns)");
     auto alloc = [&](buffer<T, Space>& b) {
       if (made) return;
       buffer<T, Space> g(ctx_, std::size_t(nodes / 2) * ups);

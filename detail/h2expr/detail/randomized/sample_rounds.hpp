@@ -6,9 +6,10 @@
 // (functions of the samples they saw; new Gaussian columns are independent of them) and only compress
 // the new columns for their parents; a finished level's samples are released at once.
 //
-// The builder (Derived) provides sample(s, round): columns s_ .. s - 1 into the leaves' panels;
-// level(l): level l's bases and near blocks, 0 or the sample count it asks for; compress_samples(l, c0):
-// level l - 1's samples from level l's; root(): as level(), for the top. Level holds a level's
+// The builder (Derived) provides sample(s, round): columns s_ .. s - 1 into the leaves' panels (or,
+// streamed_, through the finished levels block by block as drawn: compress_finished); level(l): level
+// l's bases and near blocks, 0 or the sample count it asks for; compress_samples(l, c0): level l - 1's
+// samples from level l's; root(): as level(), for the top. Level holds a level's
 // samples as om, y (Omega's side) and ps, z (Psi's) (the single process's builder draws om and ps of
 // its bottom levels through the bases instead).
 #include <h2expr/detail/core/context.hpp>
@@ -26,7 +27,8 @@ namespace h2expr::detail {
 
 // Before hara allocates `adds` bytes for `what`: raises device_out_of_memory where they do not fit in
 // what the space has (memory_available), an eighth of them to spare for the phase's other temporaries.
-// Past the host's memory the process would be killed touching the pages, not refused the allocation.
+// Past the host's memory the process would be killed touching the pages, not refused the allocation;
+// the CUDA space reports no bound here (its allocator raises by itself).
 template <class Space>
 void check_memory(context<Space>& c, std::size_t adds, const std::string& what) {
   const std::size_t available = memory_available(c);
