@@ -263,7 +263,8 @@ TYPED_TEST_P(hara_test, test_side_drawn_or_held_gives_the_same_matrix) {
 // A round's new columns through the finished levels block by block as they are drawn, or a round at
 // once after it is drawn: the same random columns, so the same matrix up to rounding. Blocks of 256
 // asked for; the same with the bottom levels' Omega^ drawn through the bases (hold_share 0); and blocks
-// chosen by the memory available (the default), under a limit that leaves room for about 140 columns.
+// chosen by the memory available (the default), under a limit (32 MB, 64 MB for two panels) where fewer
+// than 256 columns fit an eighth, so that blocks take their least width, 256.
 TYPED_TEST_P(hara_test, streamed_or_whole_rounds_give_the_same_matrix) {
   using T = typename TypeParam::scalar;
   using Space = typename TypeParam::space;
