@@ -42,12 +42,16 @@ namespace h2expr::detail {
 
 // One level's nodes: rows on the row side (Y, Psi: the children's row ranks, or the leaf) and on the
 // column side (Omega, Z), the ranks found, the bases U (first ku columns of u) and V; per near pair
-// (t, s) the block D (ld x ld each) and where s's rows sit in t's stacked near field (offr: columns
-// of Omega, offc: of Psi), whose widths are wr and wc.
+// (t, s) the block D (nr[t] x nc[s], packed) and where s's rows sit in t's stacked near field (offr:
+// columns of Omega, offc: of Psi), whose widths are wr and wc.
 template <class T, class Space>
 struct one_sample_set_level : level_blocks {  // per-node blocks: ld x s (u, v, samples)
   std::vector<int> nr, nc, ku, kv, wr, wc;
   std::vector<int> offr, offc;
+  // Near pair e = (t, s)'s D at dat[e], leading dimension dld(t): packed at each pair's own size, since
+  // every level's D is held until the assembly (at ld x ld, 6.3 GB in a step of the 2^17 inverse).
+  std::vector<std::int64_t> dat;
+  int dld(int t) const { return std::max(nr[t], 1); }
   buffer<T, Space> om, y, ps, z, u, v, d;
   int first = 0;  // the first sample column that om, y, ps and z hold (a finished level: the new ones,
                   // or a streamed block's; a derived level holds y and z alone)
@@ -299,10 +303,13 @@ class one_sample_set_builder
     const auto& f = near_[l];
     const int nodes = 1 << l;
     d.wr.assign(nodes, 0), d.wc.assign(nodes, 0), d.offr.assign(f.pairs(), 0), d.offc.assign(f.pairs(), 0);
+    d.dat.assign(std::size_t(f.pairs()) + 1, 0);
     d.nearw = 1;
     for (int t = 0; t < nodes; ++t) {
-      for (int e = f.ptr[t]; e < f.ptr[t + 1]; ++e)
+      for (int e = f.ptr[t]; e < f.ptr[t + 1]; ++e) {
         d.offr[e] = d.wr[t], d.wr[t] += d.nc[f.col[e]], d.offc[e] = d.wc[t], d.wc[t] += d.nr[f.col[e]];
+        d.dat[e + 1] = d.dat[e] + std::int64_t(d.nr[t]) * d.nc[f.col[e]];
+      }
       d.nearw = std::max({d.nearw, d.wr[t], d.wc[t]});
     }
   }
@@ -361,7 +368,7 @@ class one_sample_set_builder
     if (more) return more;
     {  // the projections' G (and H) and bases, the near blocks D, and E and X below
       const std::size_t side = std::size_t(nodes) * ld * (d.nearw + ld + d.p);
-      check_memory(*ctx_, sizeof(T) * ((sym_ ? 1 : 2) * side + (std::size_t(f.pairs()) + 2 * std::size_t(nodes)) * ld * ld),
+      check_memory(*ctx_, sizeof(T) * ((sym_ ? 1 : 2) * side + std::size_t(d.dat.back()) + 2 * std::size_t(nodes) * ld * ld),
                    "hara: level " + std::to_string(l) + "'s bases and near blocks (" + std::to_string(s_) + " samples)");
     }
     buffer<T, Space> g, h;
@@ -387,13 +394,11 @@ class one_sample_set_builder
     // Per near pair (t, s): D = G_ts + U_t E, E = U_t^T H_st^T - U_t^T G_ts - (U_t^T H_st^T V_s) V_s^T.
     // One near partner of every node at a time, so that E and X hold a block per node, not per pair
     // (two levels above the leaves of the 2^17 inverse, 2 GB each).
-    const int pairs = f.pairs();
     int most = 0;
     for (int t = 0; t < nodes; ++t) most = std::max(most, f.ptr[t + 1] - f.ptr[t]);
     const std::size_t block = std::size_t(ld) * ld;
     buffer<T, Space> e(ctx_, std::size_t(nodes) * block), x(ctx_, std::size_t(nodes) * block);
-    d.d = buffer<T, Space>(ctx_, std::size_t(pairs) * block);
-    fill(*ctx_, d.d.data(), d.d.size(), T(0));
+    d.d = buffer<T, Space>(ctx_, std::size_t(d.dat.back()));  // each block copied from G, then added to
     std::vector<item_gemm> e1, x1, e2, e3, d1;
     std::vector<item_copy> dg;
     for (int j = 0; j < most; ++j) {
@@ -402,15 +407,15 @@ class one_sample_set_builder
       for (int t = 0; t < nodes; ++t) {
         if (f.ptr[t] + j >= f.ptr[t + 1]) continue;
         const int q = f.ptr[t] + j, c = f.col[q], nr = d.nr[t], nc = d.nc[c], ku = d.ku[t], kv = d.kv[c];
-        const std::int64_t b = d.pair(q), w = std::int64_t(t) * ld * ld, ut = d.basis_at(t), vc = d.basis_at(c);
+        const std::int64_t b = d.dat[q], w = std::int64_t(t) * ld * ld, ut = d.basis_at(t), vc = d.basis_at(c);
         const std::int64_t gts = d.row_block(t) + std::int64_t(d.offr[q]) * ld;
         const std::int64_t hst = d.row_block(c) + std::int64_t(hoff[f.mirror[q]]) * ld;
         e1.push_back({ku, nc, nr, ut, hst, w, ld, ld, ld});
         x1.push_back({ku, kv, nc, w, vc, w, ld, ld, ld});
         e2.push_back({ku, nc, nr, ut, gts, w, ld, ld, ld});
         e3.push_back({ku, nc, kv, w, vc, w, ld, ld, ld});
-        dg.push_back({nr, nc, gts, b, ld, ld});
-        d1.push_back({nr, nc, ku, ut, w, b, ld, ld, ld});
+        dg.push_back({nr, nc, gts, b, ld, d.dld(t)});
+        d1.push_back({nr, nc, ku, ut, w, b, ld, ld, d.dld(t)});
       }
       gemm_items(ctx_, op::transpose, op::transpose, T(1), u, hh, T(0), e.data(), e1);  // U^T H^T
       gemm_items(ctx_, op::none, op::none, T(1), e.data(), v, T(0), x.data(), x1);      // (U^T H^T) V
@@ -429,13 +434,13 @@ class one_sample_set_builder
   void symmetrize(int l) {
     auto& d = lv_[l];
     const auto& f = near_[l];
-    const int ld = d.ld;
-    buffer<T, Space> tr(ctx_, d.d.size());
-    fill(*ctx_, tr.data(), tr.size(), T(0));
+    buffer<T, Space> tr(ctx_, d.d.size());  // every block written: each pair has its mirror
     std::vector<item_copy> items;
     for (int t = 0; t + 1 < int(f.ptr.size()); ++t)
-      for (int q = f.ptr[t]; q < f.ptr[t + 1]; ++q)
-        items.push_back({d.nr[t], d.nc[f.col[q]], d.pair(f.mirror[q]), d.pair(q), ld, ld});
+      for (int q = f.ptr[t]; q < f.ptr[t + 1]; ++q) {
+        const int c = f.col[q];
+        items.push_back({d.nr[t], d.nc[c], d.dat[f.mirror[q]], d.dat[q], d.dld(c), d.dld(t)});
+      }
     copy_items(ctx_, d.d.data(), tr.data(), items, op::transpose);
     axpby_2d(*ctx_, d.d.size(), 1, T(0.5), tr.data(), d.d.size(), T(0.5), d.d.data(), d.d.size());
   }
@@ -478,8 +483,11 @@ class one_sample_set_builder
     }
     // ups: a parent's block; old: the elements of its columns before c0 that it keeps.
     const std::int64_t ups = std::int64_t(width) * up.ld, old = std::int64_t(c0 - up.first) * up.ld;
-    check_memory(*ctx_, sizeof(T) * ((made ? 0 : std::size_t(sym_ ? 1 : 2) * (up.derived ? 1 : 2) * std::size_t(nodes / 2) * std::size_t(ups)) +
-                                     std::size_t(f.pairs()) * d.ld * d.ld),
+    std::size_t bd = 0;  // a bound on B^T D's elements (products() below), either side
+    for (int t = 0; t < nodes; ++t)
+      for (int q = f.ptr[t]; q < f.ptr[t + 1]; ++q)
+        bd += std::size_t(std::max(d.ku[t], d.kv[t])) * std::size_t(std::max(d.nr[f.col[q]], d.nc[f.col[q]]));
+    check_memory(*ctx_, sizeof(T) * ((made ? 0 : std::size_t(sym_ ? 1 : 2) * (up.derived ? 1 : 2) * std::size_t(nodes / 2) * std::size_t(ups)) + bd),
                  "hara: level " + std::to_string(l - 1) + "'s samples (" + std::to_string(width) + " columns)");
     auto alloc = [&](buffer<T, Space>& b) {
       if (made) return;
@@ -497,22 +505,27 @@ class one_sample_set_builder
     const T* v = sym_ ? d.u.data() : d.v.data();
     int most = 0;
     for (int t = 0; t < nodes; ++t) most = std::max(most, f.ptr[t + 1] - f.ptr[t]);
-    buffer<T, Space> e(ctx_, std::size_t(f.pairs()) * ld * ld);
     // The side whose samples are products (Y or Z): out^ = B^T out - sum_s (B^T op(D)) in_s into the
-    // parent's blocks. The near blocks are projected first (k x ld each), so the products with the
-    // samples have k rows, not ld; the sum goes one near partner at a time (each writes every node's
-    // block once).
+    // parent's blocks. The near blocks are projected first (E = B^T op(D), k x nin each, packed at eat),
+    // so the products with the samples have k rows, not ld; the sum goes one near partner at a time
+    // (each writes every node's block once).
     auto products = [&](const column_source<T>& in, const panel& out, const std::vector<int>& nin, const std::vector<int>& nout,
                         const T* bout, const std::vector<int>& kout, bool mirror, buffer<T, Space>& to_out) {
       alloc(to_out);
+      std::vector<std::int64_t> eat(std::size_t(f.pairs()) + 1, 0);
       std::vector<item_gemm> hout, be;
       for (int t = 0; t < nodes; ++t) {
         const int oout = (t & 1) ? kout[t - 1] : 0;
         const std::int64_t oc = out.at[t] + std::int64_t(c0) * out.ld;
         hout.push_back({kout[t], s, nout[t], d.basis_at(t), oc, std::int64_t(t / 2) * ups + old + oout, ld, out.ld, up.ld});
-        for (int q = f.ptr[t]; q < f.ptr[t + 1]; ++q)
-          be.push_back({kout[t], nin[f.col[q]], nout[t], d.basis_at(t), d.pair(mirror ? f.mirror[q] : q), d.pair(q), ld, ld, ld});
+        for (int q = f.ptr[t]; q < f.ptr[t + 1]; ++q) {
+          const int c = f.col[q];
+          eat[q + 1] = eat[q] + std::int64_t(kout[t]) * nin[c];
+          be.push_back({kout[t], nin[c], nout[t], d.basis_at(t), d.dat[mirror ? f.mirror[q] : q], eat[q], ld,
+                        d.dld(mirror ? c : t), std::max(kout[t], 1)});
+        }
       }
+      buffer<T, Space> e(ctx_, std::size_t(eat.back()));
       gemm_items(ctx_, op::transpose, op::none, T(1), bout, out.base, T(0), to_out.data(), hout);
       gemm_items(ctx_, op::transpose, mirror ? op::transpose : op::none, T(1), bout, d.d.data(), T(0), e.data(), be);
       in(c0, s_, [&](const panel& in, int first, int cols) {
@@ -522,7 +535,8 @@ class one_sample_set_builder
           for (int t = 0; t < nodes; ++t) {
             if (f.ptr[t] + j >= f.ptr[t + 1]) continue;
             const int q = f.ptr[t] + j, c = f.col[q], oout = (t & 1) ? kout[t - 1] : 0;
-            es.push_back({kout[t], cols, nin[c], d.pair(q), in.at[c] + o, std::int64_t(t / 2) * ups + oc + oout, ld, in.ld, up.ld});
+            es.push_back({kout[t], cols, nin[c], eat[q], in.at[c] + o, std::int64_t(t / 2) * ups + oc + oout, std::max(kout[t], 1),
+                          in.ld, up.ld});
           }
           gemm_items(ctx_, op::none, op::none, T(-1), e.data(), in.base, T(1), to_out.data(), es);
         }
@@ -555,7 +569,6 @@ class one_sample_set_builder
       products(test_side(l, true), samples(l, false, true), d.nr, d.nc, v, d.kv, true, up.z);
       drop(false, true);
     }
-    e = buffer<T, Space>();
     if (up.derived) return;  // the parents' test side is drawn where read
     tests(test_side(l, false), d.nc, v, d.kv, up.om);
     drop(true, false);
@@ -573,7 +586,8 @@ class one_sample_set_builder
     if (const int more = short_of(d.nc[0])) return more;
     buffer<T, Space> g;
     project(0, 0, d, test_side(0, false), d.nc, d.offr, d.wr, samples(0, false, false), d.nr, g, nullptr, nullptr);
-    d.d = std::move(g);  // node 0's block is pair 0's (nearw == nc[0] columns of ld rows)
+    d.d = buffer<T, Space>(ctx_, std::size_t(d.dat.back()));  // node 0's block (nc[0] columns of ld rows) is pair 0's
+    copy_items(ctx_, g.data(), d.d.data(), std::vector<item_copy>{{d.nr[0], d.nc[0], 0, 0, d.ld, d.dld(0)}});
     if (sym_) symmetrize(0);
     return 0;
   }
@@ -621,7 +635,7 @@ class one_sample_set_builder
     std::vector<buffer<T, Space>> C(std::size_t(L_) + 1);  // per near pair of a level, ku x kv, ld of the level
     for (int l = 1; l <= L_; ++l) {
       const auto& d = lv_[l];
-      const auto& pd = lv_[l - 1];
+      auto& pd = lv_[l - 1];
       const auto& pf = near_[l - 1];
       const auto& f = near_[l];
       const auto& adm = S_.blocks().coupling[l];
@@ -631,9 +645,15 @@ class one_sample_set_builder
       H.coupling[l] = buffer<T, Space>(ctx_, std::size_t(off.back()));
       fill(*ctx_, H.coupling[l].data(), H.coupling[l].size(), T(0));
       // Per parent pair (j, i) and row child a: E_a C_ji (ku(a) x kv(i)); then per child pair (a, b)
-      // its block of D_ji plus that times F_b^T, into the coupling block or the core.
-      const std::int64_t ecs = std::int64_t(d.ld) * pd.ld;
-      buffer<T, Space> ec(ctx_, std::size_t(2) * pf.pairs() * ecs);
+      // its block of D_ji plus that times F_b^T, into the coupling block or the core. E_a C_ji is packed
+      // at eat[2 q + ha] (leading dimension ku(a)).
+      std::vector<std::int64_t> eat(std::size_t(2) * pf.pairs() + 1, 0);
+      if (l > 1)
+        for (int j = 0; j < (1 << (l - 1)); ++j)
+          for (int q = pf.ptr[j]; q < pf.ptr[j + 1]; ++q)
+            for (int ha = 0; ha < 2; ++ha)
+              eat[2 * q + ha + 1] = eat[2 * q + ha] + std::int64_t(d.ku[2 * j + ha]) * pd.kv[pf.col[q]];
+      buffer<T, Space> ec(ctx_, std::size_t(eat.back()));
       std::vector<item_gemm> g1, gc, gs;
       std::vector<item_copy> cc, cs;
       const T* pu = l > 1 ? pd.u.data() : nullptr;
@@ -643,11 +663,12 @@ class one_sample_set_builder
           const int i = pf.col[q];
           for (int ha = 0; ha < 2; ++ha) {
             const int a = 2 * j + ha, ro = ha ? d.ku[a - 1] : 0;
-            const std::int64_t et = (std::int64_t(q) * 2 + ha) * ecs;
-            if (l > 1) g1.push_back({d.ku[a], pd.kv[i], pd.ku[j], pd.basis_at(j) + ro, pd.pair(q), et, pd.ld, pd.ld, d.ld});
+            const std::int64_t et = eat[2 * q + ha];
+            const int lde = std::max(d.ku[a], 1);
+            if (l > 1) g1.push_back({d.ku[a], pd.kv[i], pd.ku[j], pd.basis_at(j) + ro, pd.pair(q), et, pd.ld, pd.ld, lde});
             for (int hb = 0; hb < 2; ++hb) {
               const int b = 2 * i + hb, co = hb ? d.kv[b - 1] : 0;
-              const std::int64_t src = pd.pair(q) + ro + std::int64_t(co) * pd.ld;
+              const std::int64_t src = pd.dat[q] + ro + std::int64_t(co) * pd.dld(j);
               std::int64_t dst;
               int ldd;
               bool coupling;
@@ -659,9 +680,9 @@ class one_sample_set_builder
                 if (e < 0) throw invalid_argument("hara: a block of the structure is neither admissible nor near");
                 coupling = false, dst = d.pair(e), ldd = d.ld;
               }
-              (coupling ? cs : cc).push_back({d.ku[a], d.kv[b], src, dst, pd.ld, ldd});
+              (coupling ? cs : cc).push_back({d.ku[a], d.kv[b], src, dst, pd.dld(j), ldd});
               if (l > 1)
-                (coupling ? gs : gc).push_back({d.ku[a], d.kv[b], pd.kv[i], et, pd.basis_at(i) + co, dst, d.ld, pd.ld, ldd});
+                (coupling ? gs : gc).push_back({d.ku[a], d.kv[b], pd.kv[i], et, pd.basis_at(i) + co, dst, lde, pd.ld, ldd});
             }
           }
         }
@@ -672,25 +693,39 @@ class one_sample_set_builder
         gemm_items(ctx_, op::none, op::transpose, T(1), ec.data(), pv, T(1), C[l].data(), gc);
         gemm_items(ctx_, op::none, op::transpose, T(1), ec.data(), pv, T(1), H.coupling[l].data(), gs);
       }
+      // Level l - 1 is read no more: its near blocks, bases and cores go (a level's D and cores are as
+      // large as the result's couplings or larger, and held together they were the construction's peak).
+      C[l - 1] = buffer<T, Space>();
+      for (auto* b : {&pd.d, &pd.u, &pd.v}) *b = buffer<T, Space>();
     }
-    // Dense leaves (the leaves' near pairs, in the dense blocks' order): D + U C V^T.
+    // Dense leaves (the leaves' near pairs, in the dense blocks' order): D + U C V^T, U C one near
+    // partner of every leaf at a time (a block per leaf, not per pair).
     const auto& d = lv_[L_];
     const auto& f = near_[L_];
-    buffer<T, Space> uc(ctx_, std::size_t(f.pairs()) * d.ld * d.ld);
-    std::vector<item_gemm> g1, g2;
     std::vector<item_copy> cd;
-    for (int a = 0; a < (1 << L_); ++a)
-      for (int q = f.ptr[a]; q < f.ptr[a + 1]; ++q) {
-        const int b = f.col[q];
-        const std::int64_t e = std::int64_t(q) * m_ * m_;
-        cd.push_back({d.nr[a], d.nc[b], d.pair(q), e, d.ld, m_});
-        g1.push_back({d.nr[a], d.kv[b], d.ku[a], d.basis_at(a), d.pair(q), d.pair(q), d.ld, d.ld, d.ld});
-        g2.push_back({d.nr[a], d.nc[b], d.kv[b], d.pair(q), d.basis_at(b), e, d.ld, d.ld, m_});
-      }
+    int most = 0;
+    for (int a = 0; a < (1 << L_); ++a) {
+      most = std::max(most, f.ptr[a + 1] - f.ptr[a]);
+      for (int q = f.ptr[a]; q < f.ptr[a + 1]; ++q)
+        cd.push_back({d.nr[a], d.nc[f.col[q]], d.dat[q], std::int64_t(q) * m_ * m_, d.dld(a), m_});
+    }
     copy_items(ctx_, d.d.data(), H.dense.data(), cd);
     if (L_ >= 1) {
-      gemm_items(ctx_, op::none, op::none, T(1), d.u.data(), C[L_].data(), T(0), uc.data(), g1);
-      gemm_items(ctx_, op::none, op::transpose, T(1), uc.data(), (sym_ ? d.u : d.v).data(), T(1), H.dense.data(), g2);
+      const std::int64_t block = std::int64_t(d.ld) * d.ld;
+      buffer<T, Space> uc(ctx_, std::size_t(std::int64_t(1) << L_) * std::size_t(block));
+      std::vector<item_gemm> g1, g2;
+      for (int j = 0; j < most; ++j) {
+        g1.clear(), g2.clear();
+        for (int a = 0; a < (1 << L_); ++a) {
+          if (f.ptr[a] + j >= f.ptr[a + 1]) continue;
+          const int q = f.ptr[a] + j, b = f.col[q];
+          const std::int64_t w = a * block, e = std::int64_t(q) * m_ * m_;
+          g1.push_back({d.nr[a], d.kv[b], d.ku[a], d.basis_at(a), d.pair(q), w, d.ld, d.ld, d.ld});
+          g2.push_back({d.nr[a], d.nc[b], d.kv[b], w, d.basis_at(b), e, d.ld, d.ld, m_});
+        }
+        gemm_items(ctx_, op::none, op::none, T(1), d.u.data(), C[L_].data(), T(0), uc.data(), g1);
+        gemm_items(ctx_, op::none, op::transpose, T(1), uc.data(), (sym_ ? d.u : d.v).data(), T(1), H.dense.data(), g2);
+      }
     }
     return std::move(H_);
   }
