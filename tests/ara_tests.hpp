@@ -209,8 +209,9 @@ TYPED_TEST_P(ara_test, exact_ranks_zero_blocks_and_empty_items) {
     // column that corrects it; sharpening returns the exact rank.
     const double tol = std::is_same_v<T, float> ? 1e-4 : 1e-10;
     // In float a third correction column was seen on ~10% of seeds (H2EXPR_TEST_SEED=12: a 10 x 15 item
-    // of rank 3 kept 6 columns unsharpened; sharpened, 3).
-    const int slack = sharpen ? 0 : std::is_same_v<T, float> ? 3 : 2;
+    // of rank 3 kept 6 columns unsharpened; sharpened, 3), a fourth on 3 of 330 (59956537531073: 19 x 52,
+    // rank 5, 9 columns; 59980051482944, 59961831222403), never a fifth.
+    const int slack = sharpen ? 0 : std::is_same_v<T, float> ? 4 : 2;
     const auto lr = batched_ara(blocks, tol, {.block_size = 8, .sharpen = sharpen});
     for (int i = 0; i < lr.size(); ++i) {
       SCOPED_TRACE("item " + std::to_string(i) + " (" + std::to_string(items[i].M.rows()) + " x " +
