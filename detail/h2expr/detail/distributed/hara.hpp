@@ -435,38 +435,46 @@ class distributed_sample_builder
     }
 
     // Per own near pair (t, s): D = G_ts + U_t E, E = U_t^T H_st^T - U_t^T G_ts - (U_t^T H_st^T V_s) V_s^T,
-    // H_st: H_s's block of t (here, or received).
+    // H_st: H_s's block of t (here, or received). One near partner of every own node at a time, so that
+    // E and X hold a block per node, not per pair (as in hara_one_sample_set.hpp).
     const int ld = d.ld;
     const int pairs = int(d.f.col.size());
-    buffer<T, Space> e(ctx_, std::size_t(std::max(pairs, 1)) * ld * ld), x(ctx_, std::size_t(std::max(pairs, 1)) * ld * ld);
-    d.d = buffer<T, Space>(ctx_, std::size_t(std::max(pairs, 1)) * ld * ld);
+    const std::size_t block = std::size_t(ld) * ld;
+    int most = 0;
+    for (int t = 0; t < d.own; ++t) most = std::max(most, d.f.ptr[t + 1] - d.f.ptr[t]);
+    buffer<T, Space> e(ctx_, std::size_t(std::max(d.own, 1)) * block), x(ctx_, std::size_t(std::max(d.own, 1)) * block);
+    d.d = buffer<T, Space>(ctx_, std::size_t(std::max(pairs, 1)) * block);
     fill(*ctx_, d.d.data(), d.d.size(), T(0));
     {
       std::vector<item_gemm> e1_here, e1_there, x1, e2, e3, d1;
       std::vector<item_copy> dg;
-      for (int t = 0; t < d.own; ++t)
-        for (int q = d.f.ptr[t]; q < d.f.ptr[t + 1]; ++q) {
-          const int c = d.f.col[q], nr = d.nr[t], nc = d.nc[c], ku = d.ku[t], kv = d.kv[c];
-          const std::int64_t b = d.pair(q), ut = d.basis_at(t), vc = d.basis_at(c);
+      const T* u = d.u.data();
+      for (int j = 0; j < most; ++j) {
+        for (auto* list : {&e1_here, &e1_there, &x1, &e2, &e3, &d1}) list->clear();
+        dg.clear();
+        for (int t = 0; t < d.own; ++t) {
+          if (d.f.ptr[t] + j >= d.f.ptr[t + 1]) continue;
+          const int q = d.f.ptr[t] + j, c = d.f.col[q], nr = d.nr[t], nc = d.nc[c], ku = d.ku[t], kv = d.kv[c];
+          const std::int64_t b = d.pair(q), w = std::int64_t(t) * ld * ld, ut = d.basis_at(t), vc = d.basis_at(c);
           const std::int64_t gts = d.row_block(t) + std::int64_t(d.offr[q]) * ld;
           if (d.f.mirror[q] >= 0)
-            e1_here.push_back({ku, nc, nr, ut, d.row_block(c) + std::int64_t(d.offc[d.f.mirror[q]]) * ld, b, ld, ld, ld});
+            e1_here.push_back({ku, nc, nr, ut, d.row_block(c) + std::int64_t(d.offc[d.f.mirror[q]]) * ld, w, ld, ld, ld});
           else
-            e1_there.push_back({ku, nc, nr, ut, d.pair(d.slot[q]), b, ld, ld, ld});
-          x1.push_back({ku, kv, nc, b, vc, b, ld, ld, ld});
-          e2.push_back({ku, nc, nr, ut, gts, b, ld, ld, ld});
-          e3.push_back({ku, nc, kv, b, vc, b, ld, ld, ld});
+            e1_there.push_back({ku, nc, nr, ut, d.pair(d.slot[q]), w, ld, ld, ld});
+          x1.push_back({ku, kv, nc, w, vc, w, ld, ld, ld});
+          e2.push_back({ku, nc, nr, ut, gts, w, ld, ld, ld});
+          e3.push_back({ku, nc, kv, w, vc, w, ld, ld, ld});
           dg.push_back({nr, nc, gts, b, ld, ld});
-          d1.push_back({nr, nc, ku, ut, b, b, ld, ld, ld});
+          d1.push_back({nr, nc, ku, ut, w, b, ld, ld, ld});
         }
-      const T* u = d.u.data();
-      gemm_items(ctx_, op::transpose, op::transpose, T(1), u, hh.data(), T(0), e.data(), e1_here);  // U^T H^T
-      gemm_items(ctx_, op::transpose, op::transpose, T(1), u, d.rh.data(), T(0), e.data(), e1_there);
-      gemm_items(ctx_, op::none, op::none, T(1), e.data(), v, T(0), x.data(), x1);  // (U^T H^T) V
-      gemm_items(ctx_, op::transpose, op::none, T(-1), u, g.data(), T(1), e.data(), e2);
-      gemm_items(ctx_, op::none, op::transpose, T(-1), x.data(), v, T(1), e.data(), e3);
-      copy_items(ctx_, g.data(), d.d.data(), dg);
-      gemm_items(ctx_, op::none, op::none, T(1), u, e.data(), T(1), d.d.data(), d1);
+        gemm_items(ctx_, op::transpose, op::transpose, T(1), u, hh.data(), T(0), e.data(), e1_here);  // U^T H^T
+        gemm_items(ctx_, op::transpose, op::transpose, T(1), u, d.rh.data(), T(0), e.data(), e1_there);
+        gemm_items(ctx_, op::none, op::none, T(1), e.data(), v, T(0), x.data(), x1);  // (U^T H^T) V
+        gemm_items(ctx_, op::transpose, op::none, T(-1), u, g.data(), T(1), e.data(), e2);
+        gemm_items(ctx_, op::none, op::transpose, T(-1), x.data(), v, T(1), e.data(), e3);
+        copy_items(ctx_, g.data(), d.d.data(), dg);
+        gemm_items(ctx_, op::none, op::none, T(1), u, e.data(), T(1), d.d.data(), d1);
+      }
     }
     g = buffer<T, Space>(), h = buffer<T, Space>(), e = buffer<T, Space>(), x = buffer<T, Space>(), d.rh = buffer<T, Space>();
     receive_transposes(l);  // kept with the level: a finished level's compress_samples reads it again

@@ -632,14 +632,19 @@ class one_sample_set_builder
     H.row_basis = basis(ku, rows, false);
     H.col_basis = sym_ ? H.row_basis : basis(kv, cols, true);
 
-    std::vector<buffer<T, Space>> C(std::size_t(L_) + 1);  // per near pair of a level, ku x kv, ld of the level
+    // The cores: per near pair e = (a, b) of a level, ku(a) x kv(b) at cat[l][e], leading dimension ku(a).
+    std::vector<buffer<T, Space>> C(std::size_t(L_) + 1);
+    std::vector<std::vector<std::int64_t>> cat(std::size_t(L_) + 1);
     for (int l = 1; l <= L_; ++l) {
       const auto& d = lv_[l];
       auto& pd = lv_[l - 1];
       const auto& pf = near_[l - 1];
       const auto& f = near_[l];
       const auto& adm = S_.blocks().coupling[l];
-      C[l] = buffer<T, Space>(ctx_, std::size_t(f.pairs()) * d.ld * d.ld);
+      cat[l].assign(std::size_t(f.pairs()) + 1, 0);
+      for (int a = 0; a < (1 << l); ++a)
+        for (int e = f.ptr[a]; e < f.ptr[a + 1]; ++e) cat[l][e + 1] = cat[l][e] + std::int64_t(d.ku[a]) * d.kv[f.col[e]];
+      C[l] = buffer<T, Space>(ctx_, std::size_t(cat[l].back()));
       fill(*ctx_, C[l].data(), C[l].size(), T(0));
       const auto off = H.coupling_offsets(l, rows, cols);
       H.coupling[l] = buffer<T, Space>(ctx_, std::size_t(off.back()));
@@ -665,7 +670,8 @@ class one_sample_set_builder
             const int a = 2 * j + ha, ro = ha ? d.ku[a - 1] : 0;
             const std::int64_t et = eat[2 * q + ha];
             const int lde = std::max(d.ku[a], 1);
-            if (l > 1) g1.push_back({d.ku[a], pd.kv[i], pd.ku[j], pd.basis_at(j) + ro, pd.pair(q), et, pd.ld, pd.ld, lde});
+            if (l > 1) g1.push_back({d.ku[a], pd.kv[i], pd.ku[j], pd.basis_at(j) + ro, cat[l - 1][q], et, pd.ld,
+                                    std::max(pd.ku[j], 1), lde});
             for (int hb = 0; hb < 2; ++hb) {
               const int b = 2 * i + hb, co = hb ? d.kv[b - 1] : 0;
               const std::int64_t src = pd.dat[q] + ro + std::int64_t(co) * pd.dld(j);
@@ -678,7 +684,7 @@ class one_sample_set_builder
               else {
                 const int e = f.find(a, b);
                 if (e < 0) throw invalid_argument("hara: a block of the structure is neither admissible nor near");
-                coupling = false, dst = d.pair(e), ldd = d.ld;
+                coupling = false, dst = cat[l][e], ldd = std::max(d.ku[a], 1);
               }
               (coupling ? cs : cc).push_back({d.ku[a], d.kv[b], src, dst, pd.dld(j), ldd});
               if (l > 1)
@@ -720,7 +726,7 @@ class one_sample_set_builder
           if (f.ptr[a] + j >= f.ptr[a + 1]) continue;
           const int q = f.ptr[a] + j, b = f.col[q];
           const std::int64_t w = a * block, e = std::int64_t(q) * m_ * m_;
-          g1.push_back({d.nr[a], d.kv[b], d.ku[a], d.basis_at(a), d.pair(q), w, d.ld, d.ld, d.ld});
+          g1.push_back({d.nr[a], d.kv[b], d.ku[a], d.basis_at(a), cat[L_][q], w, d.ld, std::max(d.ku[a], 1), d.ld});
           g2.push_back({d.nr[a], d.nc[b], d.kv[b], w, d.basis_at(b), e, d.ld, d.ld, m_});
         }
         gemm_items(ctx_, op::none, op::none, T(1), d.u.data(), C[L_].data(), T(0), uc.data(), g1);
