@@ -398,7 +398,7 @@ class one_sample_set_builder
     for (int t = 0; t < nodes; ++t) most = std::max(most, f.ptr[t + 1] - f.ptr[t]);
     const std::size_t block = std::size_t(ld) * ld;
     buffer<T, Space> e(ctx_, std::size_t(nodes) * block), x(ctx_, std::size_t(nodes) * block);
-    d.d = buffer<T, Space>(ctx_, std::size_t(d.dat.back()));  // each block copied from G, then added to
+    d.d = buffer<T, Space>(ctx_, std::size_t(d.dat.back()));  // no fill: each block is copied from G, then U E added
     std::vector<item_gemm> e1, x1, e2, e3, d1;
     std::vector<item_copy> dg;
     for (int j = 0; j < most; ++j) {
