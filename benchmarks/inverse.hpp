@@ -102,6 +102,16 @@ void gp_benchmark(const char* kernel_name, Kernel kernel, int log2n, const std::
       std::printf("\n  hara's samples per step:");
       for (const auto& h : rep.steps) std::printf(" %d", h.samples);
       std::printf("\n");
+      if (rep.steps.empty() || rep.steps.back().levels.empty()) return;
+      // hara's first pass truncates each node to its share of half the error budget, its recompression
+      // with the other half; the first pass's ranks (a parent's rows) size the samples and the memory.
+      const auto& levels = rep.steps.back().levels;
+      const auto& after = levels.back().ranks_after;
+      std::printf("  the last step's largest rank per level (1 .. L), hara's first pass / after its recompression:");
+      for (std::size_t i = 0; i + 1 < levels.size(); ++i)
+        if (levels[i].level >= 0 && std::size_t(levels[i].level) < after.size())
+          std::printf(" %d/%d", levels[i].rank_max, after[std::size_t(levels[i].level)]);
+      std::printf("\n");
     };
     hx::h2_matrix<double, Space> X;
     try {
