@@ -114,8 +114,9 @@ TYPED_TEST_P(h2_matrix_test, tiny_and_degenerate_point_sets) {
   auto [e2, e2t] = this->errors(dups, kernels::exponential{0.3}, {.leaf_size = 32, .cheb_points = 8}, 4,
                                 dense_kernel(dups, kernels::exponential{0.3}));
   // exp(-r/l) interpolated with 8 points per dimension: 1e-5 .. 5e-5 in the 2-norm over 130 random
-  // point sets and a seed that failed CI at 1e-4 (the worst, 4.6e-5; measured once, dense SVD). ||E X|| / ||M X|| reads up to 3x the 2-norm
-  // error: M's dominant direction is the duplicates' constant vector, which random X meets unevenly.
+  // point sets and a seed that failed CI at 1e-4 (the worst, 4.6e-5; measured once, dense SVD).
+  // ||E X|| / ||M X|| reads up to 3x the 2-norm error: M's dominant direction is the duplicates'
+  // constant vector, which random X meets unevenly.
   // A broken degenerate box (zero size, coincident centres) gives 1e-2 or more.
   EXPECT_LT(e2, 3e-4);
   EXPECT_LT(e2t, 3e-4);

@@ -303,13 +303,11 @@ class one_sample_set_builder
     const auto& f = near_[l];
     const int nodes = 1 << l;
     d.wr.assign(nodes, 0), d.wc.assign(nodes, 0), d.offr.assign(f.pairs(), 0), d.offc.assign(f.pairs(), 0);
-    d.dat.assign(std::size_t(f.pairs()) + 1, 0);
+    d.dat = f.packed(d.nr, d.nc);
     d.nearw = 1;
     for (int t = 0; t < nodes; ++t) {
-      for (int e = f.ptr[t]; e < f.ptr[t + 1]; ++e) {
+      for (int e = f.ptr[t]; e < f.ptr[t + 1]; ++e)
         d.offr[e] = d.wr[t], d.wr[t] += d.nc[f.col[e]], d.offc[e] = d.wc[t], d.wc[t] += d.nr[f.col[e]];
-        d.dat[e + 1] = d.dat[e] + std::int64_t(d.nr[t]) * d.nc[f.col[e]];
-      }
       d.nearw = std::max({d.nearw, d.wr[t], d.wc[t]});
     }
   }
@@ -512,7 +510,7 @@ class one_sample_set_builder
     auto products = [&](const column_source<T>& in, const panel& out, const std::vector<int>& nin, const std::vector<int>& nout,
                         const T* bout, const std::vector<int>& kout, bool mirror, buffer<T, Space>& to_out) {
       alloc(to_out);
-      std::vector<std::int64_t> eat(std::size_t(f.pairs()) + 1, 0);
+      const auto eat = f.packed(kout, nin);
       std::vector<item_gemm> hout, be;
       for (int t = 0; t < nodes; ++t) {
         const int oout = (t & 1) ? kout[t - 1] : 0;
@@ -520,7 +518,6 @@ class one_sample_set_builder
         hout.push_back({kout[t], s, nout[t], d.basis_at(t), oc, std::int64_t(t / 2) * ups + old + oout, ld, out.ld, up.ld});
         for (int q = f.ptr[t]; q < f.ptr[t + 1]; ++q) {
           const int c = f.col[q];
-          eat[q + 1] = eat[q] + std::int64_t(kout[t]) * nin[c];
           be.push_back({kout[t], nin[c], nout[t], d.basis_at(t), d.dat[mirror ? f.mirror[q] : q], eat[q], ld,
                         d.dld(mirror ? c : t), std::max(kout[t], 1)});
         }
@@ -641,9 +638,7 @@ class one_sample_set_builder
       const auto& pf = near_[l - 1];
       const auto& f = near_[l];
       const auto& adm = S_.blocks().coupling[l];
-      cat[l].assign(std::size_t(f.pairs()) + 1, 0);
-      for (int a = 0; a < (1 << l); ++a)
-        for (int e = f.ptr[a]; e < f.ptr[a + 1]; ++e) cat[l][e + 1] = cat[l][e] + std::int64_t(d.ku[a]) * d.kv[f.col[e]];
+      cat[l] = f.packed(d.ku, d.kv);
       C[l] = buffer<T, Space>(ctx_, std::size_t(cat[l].back()));
       fill(*ctx_, C[l].data(), C[l].size(), T(0));
       const auto off = H.coupling_offsets(l, rows, cols);

@@ -28,6 +28,13 @@ namespace h2expr::detail {
 struct near_field {
   std::vector<int> ptr, col, mirror;
   int pairs() const { return int(col.size()); }
+  // Where each pair (t, s)'s block of rows[t] x cols[s] starts when packed in pair order (pairs + 1).
+  std::vector<std::int64_t> packed(const std::vector<int>& rows, const std::vector<int>& cols) const {
+    std::vector<std::int64_t> at(col.size() + 1, 0);
+    for (int t = 0; t + 1 < int(ptr.size()); ++t)
+      for (int e = ptr[t]; e < ptr[t + 1]; ++e) at[e + 1] = at[e] + std::int64_t(rows[t]) * cols[col[e]];
+    return at;
+  }
   int find(int t, int s) const {
     for (int e = ptr[t]; e < ptr[t + 1]; ++e)
       if (col[e] == s) return e;
