@@ -263,8 +263,9 @@ TYPED_TEST_P(hara_test, test_side_drawn_or_held_gives_the_same_matrix) {
 // A round's new columns through the finished levels block by block as they are drawn, or a round at
 // once after it is drawn: the same random columns, so the same matrix up to rounding. Blocks of 256
 // asked for; the same with the bottom levels' Omega^ drawn through the bases (hold_share 0); and blocks
-// chosen by the memory available (the default), under a limit (32 MB, 64 MB for two panels) where fewer
-// than 256 columns fit an eighth, so that blocks take their least width, 256.
+// chosen by the memory available (the default), under a limit where an eighth (hold_share) holds fewer
+// than 256 columns of the three n x s panels per side, however the tree pads n, so that blocks take
+// their least width, 256.
 TYPED_TEST_P(hara_test, streamed_or_whole_rounds_give_the_same_matrix) {
   using T = typename TypeParam::scalar;
   using Space = typename TypeParam::space;
@@ -291,7 +292,7 @@ TYPED_TEST_P(hara_test, streamed_or_whole_rounds_give_the_same_matrix) {
       detail::hara_parameters par{tol, 0, 32, 10, test_seed()};
       par.stream_columns = columns[v];
       if (v == 2) par.hold_share = 0;
-      if (v == 3) limit((sym ? 1 : 2) * std::size_t(32) << 20);
+      if (v == 3) limit((sym ? 1 : 2) * std::size_t(8) * 3 * n * sizeof(T) * 255);
       std::vector<detail::hara_level_report> levels;
       h2_matrix<T, Space> P;
       detail::h2_access::data(P) =
