@@ -117,7 +117,7 @@ void gp_benchmark(const char* kernel_name, Kernel kernel, int log2n, const std::
     try {
       X = hx::inverse(C, tol, {.verbose = verbose, .report = &rep});  // verbose: a line per step on stderr
     } catch (const hx::error& e) {  // out of memory, say: what it reached, then the next tolerance
-      std::printf("inverse(., %.0e): failed after %d steps, %.2f s (peak resident memory %.2f GB): %s\n", tol,
+      std::printf("inverse(., %g): failed after %d steps, %.2f s (peak resident memory %.2f GB): %s\n", tol,
                   rep.iterations, since(t0), peak_resident_bytes() / 1e9, e.what());
       steps();
       continue;
@@ -125,7 +125,7 @@ void gp_benchmark(const char* kernel_name, Kernel kernel, int log2n, const std::
     const double t_inv = since(t0);
     int rank = 0;
     for (int r : X.ranks()) rank = std::max(rank, r);
-    std::printf("inverse(., %.0e): %2d steps  %8.2f s  max rank %3d  %8.1f MB  residual %.1e  samples %d  rejected %d\n",
+    std::printf("inverse(., %g): %2d steps  %8.2f s  max rank %3d  %8.1f MB  residual %.1e  samples %d  rejected %d\n",
                 tol, rep.iterations, t_inv, rank, X.memory_bytes() / 1e6, rep.residual.back(), rep.samples, rep.rejected);
     steps();
     double sampling = 0, ara = 0, rest = 0;
