@@ -144,8 +144,8 @@ void gp_benchmark(const char* kernel_name, Kernel kernel, int log2n, const std::
     else
       std::printf("break-even: none (the preconditioned solve is not faster)\n");
     // One Newton-Schulz step more, applied instead of built: P = 2 X - X C X has I - C P = (I - C X)^2, so
-    // C P's smallest eigenvalues double (halving the condition number) for two products with X and one
-    // with C per iteration, and no memory: where the next step's hara does not fit (n = 2^17 here).
+    // C P's smallest eigenvalues double (halving the condition number), for three products with X and one
+    // with C per iteration instead of one with X, and no memory: where the next step's hara does not fit.
     // Two such steps: 2 P - P C P with I - C (2 P - P C P) = (I - C X)^4.
     const auto P = 2.0 * X - X * C * X;
     auto applied = [&](const char* what, const auto& M) {

@@ -294,8 +294,8 @@ TYPED_TEST_P(hara_test, streamed_or_whole_rounds_give_the_same_matrix) {
       detail::hara_parameters par{tol, 0, 32, 10, test_seed()};
       par.stream_columns = columns[v];
       if (v == 2) par.hold_share = 0;
-      // A memory bound under which the blocks that fit (hold_share of it over 3 panels of the padded
-      // rows, at least n) are fewer than 256 columns: the narrowest block, so a round wider than that streams.
+      // A memory bound whose hold_share holds fewer than 256 columns of the three panels (of the padded
+      // rows, at least n): blocks take the narrowest width, 256, and a wider round streams.
       if (v == 3) limit(std::size_t((sym ? 1 : 2) * 3.0 * n * sizeof(T) * 255 / par.hold_share));
       std::vector<detail::hara_level_report> levels;
       h2_matrix<T, Space> P;
