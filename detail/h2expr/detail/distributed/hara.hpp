@@ -73,12 +73,7 @@ struct distributed_level : level_blocks {
 template <class T, class Space>
 class distributed_sample_builder
     : sample_rounds<distributed_sample_builder<T, Space>, distributed_level<T, Space>, T, Space> {
-  using rounds = sample_rounds<distributed_sample_builder<T, Space>, distributed_level<T, Space>, T, Space>;
-  friend rounds;
-  using level_data = distributed_level<T, Space>;
-  using rounds::ctx_, rounds::p_, rounds::sym_, rounds::near_, rounds::L_, rounds::m_, rounds::cap_, rounds::leaf_,
-      rounds::s_, rounds::prev_, rounds::done_, rounds::base_, rounds::omega_, rounds::y_, rounds::psi_, rounds::z_,
-      rounds::lv_, rounds::short_of;
+  H2EXPR_SAMPLE_ROUNDS(distributed_sample_builder, distributed_level);
 
  public:
   distributed_sample_builder(const distributed::expression<T, Space>& M, hara_parameters p)
@@ -90,7 +85,6 @@ class distributed_sample_builder
   distributed_data<T, Space> run(distributed_hara_result_report& rep) {
     require(!near_.empty(), "distributed hara: the structure's near fields do not nest");
     require(L_ >= 1, "distributed hara: the structure is a single leaf (build it in one process)");
-    using clock = std::chrono::steady_clock;
     this->start_rounds();
     ku_.assign(std::size_t(L_) + 1, {}), kv_.assign(std::size_t(L_) + 1, {});
     for (int l = 0; l <= L_; ++l) number(l);

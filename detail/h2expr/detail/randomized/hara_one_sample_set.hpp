@@ -63,12 +63,7 @@ struct one_sample_set_level : level_blocks {  // per-node blocks: ld x s (u, v, 
 template <class T, class Space>
 class one_sample_set_builder
     : sample_rounds<one_sample_set_builder<T, Space>, one_sample_set_level<T, Space>, T, Space> {
-  using rounds = sample_rounds<one_sample_set_builder<T, Space>, one_sample_set_level<T, Space>, T, Space>;
-  friend rounds;
-  using level_data = one_sample_set_level<T, Space>;
-  using rounds::ctx_, rounds::p_, rounds::sym_, rounds::near_, rounds::L_, rounds::m_, rounds::cap_, rounds::leaf_,
-      rounds::s_, rounds::prev_, rounds::done_, rounds::room_, rounds::base_, rounds::y_, rounds::z_, rounds::lv_,
-      rounds::level_seconds_, rounds::short_of;
+  H2EXPR_SAMPLE_ROUNDS(one_sample_set_builder, one_sample_set_level);
 
  public:
   one_sample_set_builder(const sampler<T, Space>& M, const ::h2expr::structure<T>& S, hara_parameters p,
@@ -121,7 +116,6 @@ class one_sample_set_builder
   double norm_estimate() const { return norm_; }
 
  private:
-  using clock = std::chrono::steady_clock;
   double since(clock::time_point t0) const { return seconds_since(*ctx_, t0); }
 
   using panel = sample_panel<T>;

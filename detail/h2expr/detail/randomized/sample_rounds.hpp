@@ -44,6 +44,18 @@ void check_sample_memory(context<Space>& c, std::size_t adds, int s, std::int64_
   check_memory(c, adds, "hara: " + std::to_string(s) + " samples of " + std::to_string(rows) + " rows");
 }
 
+// Names the rounds' state inside a builder `Builder<T, Space>` whose levels are `Level<T, Space>`, as
+// Eigen's EIGEN_DENSE_PUBLIC_INTERFACE names a base's: the base is a dependent type, so unqualified
+// lookup does not find its members otherwise. Used first thing in the builder's class body.
+#define H2EXPR_SAMPLE_ROUNDS(Builder, Level)                                                                      \
+  using rounds = ::h2expr::detail::sample_rounds<Builder<T, Space>, Level<T, Space>, T, Space>;                  \
+  friend rounds;                                                                                                \
+  using level_data = Level<T, Space>;                                                                           \
+  using clock = typename rounds::clock;                                                                         \
+  using rounds::ctx_, rounds::p_, rounds::sym_, rounds::near_, rounds::L_, rounds::m_, rounds::cap_, rounds::leaf_, \
+      rounds::s_, rounds::prev_, rounds::done_, rounds::room_, rounds::base_, rounds::omega_, rounds::y_,          \
+      rounds::psi_, rounds::z_, rounds::lv_, rounds::level_seconds_, rounds::short_of
+
 template <class Derived, class Level, class T, class Space>
 class sample_rounds {
  protected:
