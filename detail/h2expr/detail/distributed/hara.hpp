@@ -63,7 +63,13 @@ struct distributed_level : level_blocks {
   std::vector<int> nr, nc, ku, kv;  // per local node
   std::vector<int> wr, offr, wc, offc;
   int first = 0;  // the first sample column that om, y, ps and z hold (a finished level: the new ones)
-  buffer<T, Space> om, y, ps, z, u, v, d, rh, rd;  // rh, rd: the received H and D blocks (ld x ld each)
+  buffer<T, Space> om, y, ps, z, u, v, d, rh, rd;  // rh, rd: the received H and D blocks
+  // Packed at each block's own size, as in hara_one_sample_set.hpp (every level's D is held until the
+  // assembly): own pair e = (t, s)'s D at dat[e] (nr[t] x nc[s], leading dimension dld(t)); per slot of a
+  // pair (t, s) whose transpose is another rank's, the received H_s block of t at rhat (nc[s] x nr[t])
+  // and D_st at rdat (nr[s] x nc[t]), leading dimension their rows.
+  std::vector<std::int64_t> dat, rhat, rdat;
+  int dld(int t) const { return std::max(nr[t], 1); }
   int nodes() const { return own + int(ghost.size()); }
   int global(int t) const { return t < own ? b0 + t : ghost[std::size_t(t - own)]; }
   projection_shape shape(int l, int side, int s, std::uint64_t seed) const { return {*this, l, side, s, seed}; }
@@ -407,7 +413,8 @@ class distributed_sample_builder
 
     // The neighbours' column bases (V) of the shared nodes and their H blocks of the shared pairs.
     if (!d.top) {
-      d.rh = buffer<T, Space>(ctx_, std::size_t(std::max(d.remote, 1)) * d.ld * d.ld);
+      d.rhat = packed_slots(d, d.nc, d.nr);
+      d.rh = buffer<T, Space>(ctx_, std::size_t(std::max<std::int64_t>(d.rhat.back(), 1)));
       fill(*ctx_, d.rh.data(), d.rh.size(), T(0));
       exchange(
           d,
@@ -423,7 +430,10 @@ class distributed_sample_builder
           [&](std::size_t i) {
             std::vector<block_ref> bv, bh;
             for (int t : d.recv_nodes[i]) bv.push_back({d.nc[t], d.kv[t], d.basis_at(t), d.ld});
-            for (int e : d.recv_pairs[i]) bh.push_back({d.nc[d.f.col[e]], d.nr[row_of(d, e)], d.pair(d.slot[e]), d.ld});
+            for (int e : d.recv_pairs[i]) {
+              const int rows = d.nc[d.f.col[e]];
+              bh.push_back({rows, d.nr[row_of(d, e)], d.rhat[std::size_t(d.slot[e])], std::max(rows, 1)});
+            }
             return std::vector<block_target>{{v, bv}, {d.rh.data(), bh}};
           });
     }
@@ -432,12 +442,12 @@ class distributed_sample_builder
     // H_st: H_s's block of t (here, or received). One near partner of every own node at a time, so that
     // E and X hold a block per node, not per pair (as in hara_one_sample_set.hpp).
     const int ld = d.ld;
-    const int pairs = int(d.f.col.size());
     const std::size_t block = std::size_t(ld) * ld;
     int most = 0;
     for (int t = 0; t < d.own; ++t) most = std::max(most, d.f.ptr[t + 1] - d.f.ptr[t]);
     buffer<T, Space> e(ctx_, std::size_t(std::max(d.own, 1)) * block), x(ctx_, std::size_t(std::max(d.own, 1)) * block);
-    d.d = buffer<T, Space>(ctx_, std::size_t(std::max(pairs, 1)) * block);
+    d.dat = d.f.packed(d.nr, d.nc);
+    d.d = buffer<T, Space>(ctx_, std::size_t(std::max<std::int64_t>(d.dat.back(), 1)));
     fill(*ctx_, d.d.data(), d.d.size(), T(0));
     {
       std::vector<item_gemm> e1_here, e1_there, x1, e2, e3, d1;
@@ -449,17 +459,17 @@ class distributed_sample_builder
         for (int t = 0; t < d.own; ++t) {
           if (d.f.ptr[t] + j >= d.f.ptr[t + 1]) continue;
           const int q = d.f.ptr[t] + j, c = d.f.col[q], nr = d.nr[t], nc = d.nc[c], ku = d.ku[t], kv = d.kv[c];
-          const std::int64_t b = d.pair(q), w = std::int64_t(t) * ld * ld, ut = d.basis_at(t), vc = d.basis_at(c);
+          const std::int64_t b = d.dat[q], w = std::int64_t(t) * ld * ld, ut = d.basis_at(t), vc = d.basis_at(c);
           const std::int64_t gts = d.row_block(t) + std::int64_t(d.offr[q]) * ld;
           if (d.f.mirror[q] >= 0)
             e1_here.push_back({ku, nc, nr, ut, d.row_block(c) + std::int64_t(d.offc[d.f.mirror[q]]) * ld, w, ld, ld, ld});
           else
-            e1_there.push_back({ku, nc, nr, ut, d.pair(d.slot[q]), w, ld, ld, ld});
+            e1_there.push_back({ku, nc, nr, ut, d.rhat[std::size_t(d.slot[q])], w, ld, std::max(nc, 1), ld});
           x1.push_back({ku, kv, nc, w, vc, w, ld, ld, ld});
           e2.push_back({ku, nc, nr, ut, gts, w, ld, ld, ld});
           e3.push_back({ku, nc, kv, w, vc, w, ld, ld, ld});
-          dg.push_back({nr, nc, gts, b, ld, ld});
-          d1.push_back({nr, nc, ku, ut, w, b, ld, ld, ld});
+          dg.push_back({nr, nc, gts, b, ld, d.dld(t)});
+          d1.push_back({nr, nc, ku, ut, w, b, ld, ld, d.dld(t)});
         }
         gemm_items(ctx_, op::transpose, op::transpose, T(1), u, hh.data(), T(0), e.data(), e1_here);  // U^T H^T
         gemm_items(ctx_, op::transpose, op::transpose, T(1), u, d.rh.data(), T(0), e.data(), e1_there);
@@ -481,24 +491,41 @@ class distributed_sample_builder
     return int(std::upper_bound(d.f.ptr.begin(), d.f.ptr.end(), e) - d.f.ptr.begin()) - 1;
   }
 
+  // Where each received block starts when packed in slot order: rows[s] x cols[t] for the slot of own
+  // pair (t, s) (slots + 1 entries).
+  static std::vector<std::int64_t> packed_slots(const level_data& d, const std::vector<int>& rows, const std::vector<int>& cols) {
+    std::vector<std::int64_t> at(std::size_t(d.remote) + 1, 0);
+    for (int t = 0; t < d.own; ++t)
+      for (int q = d.f.ptr[t]; q < d.f.ptr[t + 1]; ++q)
+        if (!d.slot.empty() && d.slot[q] >= 0) at[std::size_t(d.slot[q]) + 1] = std::int64_t(rows[d.f.col[q]]) * cols[t];
+    std::partial_sum(at.begin(), at.end(), at.begin());
+    return at;
+  }
+
   // rd: D_st of every own pair (t, s) whose transpose's row s is another rank's (symmetrize and the
   // compressed samples of M^T read it).
   void receive_transposes(int l) {
     auto& d = lv_[l];
-    const int ld = d.ld;
-    d.rd = buffer<T, Space>(ctx_, std::size_t(std::max(d.remote, 1)) * ld * ld);
+    d.rdat = packed_slots(d, d.nr, d.nc);
+    d.rd = buffer<T, Space>(ctx_, std::size_t(std::max<std::int64_t>(d.rdat.back(), 1)));
     fill(*ctx_, d.rd.data(), d.rd.size(), T(0));
     if (d.top || d.peers.empty()) return;
     exchange(
         d,
         [&](std::size_t i) {
           std::vector<block_ref> send;
-          for (int e : d.send_pairs[i]) send.push_back({d.nr[row_of(d, e)], d.nc[d.f.col[e]], d.pair(e), ld});
+          for (int e : d.send_pairs[i]) {
+            const int t = row_of(d, e);
+            send.push_back({d.nr[t], d.nc[d.f.col[e]], d.dat[std::size_t(e)], d.dld(t)});
+          }
           return std::vector<block_group>{{d.d.data(), send}};
         },
         [&](std::size_t i) {
           std::vector<block_ref> receive;
-          for (int e : d.recv_pairs[i]) receive.push_back({d.nr[d.f.col[e]], d.nc[row_of(d, e)], d.pair(d.slot[e]), ld});
+          for (int e : d.recv_pairs[i]) {
+            const int c = d.f.col[e];
+            receive.push_back({d.nr[c], d.nc[row_of(d, e)], d.rdat[std::size_t(d.slot[e])], d.dld(c)});
+          }
           return std::vector<block_target>{{d.rd.data(), receive}};
         });
   }
@@ -509,8 +536,8 @@ class distributed_sample_builder
     for (int t = 0; t < d.own; ++t)
       for (int q = d.f.ptr[t]; q < d.f.ptr[t + 1]; ++q) {
         const int c = d.f.col[q];
-        if (d.f.mirror[q] >= 0) here.push_back({d.nr[t], d.nc[c], d.pair(d.f.mirror[q]), d.pair(q), d.ld, d.ld});
-        else there.push_back({d.nr[t], d.nc[c], d.pair(d.slot[q]), d.pair(q), d.ld, d.ld});
+        if (d.f.mirror[q] >= 0) here.push_back({d.nr[t], d.nc[c], d.dat[std::size_t(d.f.mirror[q])], d.dat[q], d.dld(c), d.dld(t)});
+        else there.push_back({d.nr[t], d.nc[c], d.rdat[std::size_t(d.slot[q])], d.dat[q], d.dld(c), d.dld(t)});
       }
   }
 
@@ -557,7 +584,6 @@ class distributed_sample_builder
     if (!sym_) alloc(up.ps), alloc(up.z);
     int most = 0;
     for (int t = 0; t < d.own; ++t) most = std::max(most, d.f.ptr[t + 1] - d.f.ptr[t]);
-    buffer<T, Space> e(ctx_, std::size_t(std::max<std::size_t>(d.f.col.size(), 1)) * ld * ld);
     // The own child t's block of new columns in a parent panel, below its sibling's k rows.
     auto parent_at = [&](int t, const std::vector<int>& k) {
       const int g = d.global(t), j = g / 2;
@@ -571,15 +597,19 @@ class distributed_sample_builder
                     const std::vector<int>& kout, const std::vector<int>& gout, bool mirror, buffer<T, Space>& to_in,
                     buffer<T, Space>& to_out) {
       auto column0 = [&](const panel& p, int t) { return p.at[t] + std::int64_t(c0) * p.ld; };
+      const auto eat = d.f.packed(kout, nin);  // E = B^T op(D), kout[t] x nin[s] per pair, packed
+      buffer<T, Space> e(ctx_, std::size_t(std::max<std::int64_t>(eat.back(), 1)));
       std::vector<item_gemm> hin, hout, be, be_there;
       for (int t = 0; t < d.own; ++t) {
         hin.push_back({kin[t], s, nin[t], d.basis_at(t), column0(in, t), parent_at(t, gin), ld, in.ld, up.ld});
         hout.push_back({kout[t], s, nout[t], d.basis_at(t), column0(out, t), parent_at(t, gout), ld, out.ld, up.ld});
         for (int q = d.f.ptr[t]; q < d.f.ptr[t + 1]; ++q) {
           const int c = d.f.col[q];
-          if (!mirror) be.push_back({kout[t], nin[c], nout[t], d.basis_at(t), d.pair(q), d.pair(q), ld, ld, ld});
-          else if (d.f.mirror[q] >= 0) be.push_back({kout[t], nin[c], nout[t], d.basis_at(t), d.pair(d.f.mirror[q]), d.pair(q), ld, ld, ld});
-          else be_there.push_back({kout[t], nin[c], nout[t], d.basis_at(t), d.pair(d.slot[q]), d.pair(q), ld, ld, ld});
+          const int lde = std::max(kout[t], 1);
+          if (!mirror) be.push_back({kout[t], nin[c], nout[t], d.basis_at(t), d.dat[q], eat[q], ld, d.dld(t), lde});
+          else if (d.f.mirror[q] >= 0)
+            be.push_back({kout[t], nin[c], nout[t], d.basis_at(t), d.dat[std::size_t(d.f.mirror[q])], eat[q], ld, d.dld(c), lde});
+          else be_there.push_back({kout[t], nin[c], nout[t], d.basis_at(t), d.rdat[std::size_t(d.slot[q])], eat[q], ld, d.dld(c), lde});
         }
       }
       const op od = mirror ? op::transpose : op::none;
@@ -592,7 +622,7 @@ class distributed_sample_builder
         for (int t = 0; t < d.own; ++t) {
           if (d.f.ptr[t] + j >= d.f.ptr[t + 1]) continue;
           const int q = d.f.ptr[t] + j, c = d.f.col[q];
-          es.push_back({kout[t], s, nin[c], d.pair(q), column0(in, c), parent_at(t, gout), ld, in.ld, up.ld});
+          es.push_back({kout[t], s, nin[c], eat[q], column0(in, c), parent_at(t, gout), std::max(kout[t], 1), in.ld, up.ld});
         }
         gemm_items(ctx_, op::none, op::none, T(-1), e.data(), in.base, T(1), to_out.data(), es);
       }
@@ -659,7 +689,14 @@ class distributed_sample_builder
     agree(rank_failure::of([&] {
       if (d.own > 0) project_side(0, 0, g, nullptr, nullptr, 1);
     }));
-    d.d = std::move(g);  // node 0's block is pair 0's (nearw == its columns, ld rows)
+    // Node 0's block is pair 0's (nearw == its columns, ld rows): packed at its own rows.
+    d.dat = d.f.packed(d.nr, d.nc);
+    if (d.own > 0 && d.ld != d.dld(0)) {
+      buffer<T, Space> p(ctx_, std::size_t(std::max<std::int64_t>(d.dat.back(), 1)));
+      copy_items(ctx_, g.data(), p.data(), {{d.nr[0], d.nc[0], 0, 0, d.ld, d.dld(0)}});
+      g = std::move(p);
+    }
+    d.d = std::move(g);
     if (d.own > 0 && sym_) {
       d.rd = buffer<T, Space>();
       symmetrize(0);
@@ -742,25 +779,35 @@ class distributed_sample_builder
       H.blocks.emplace_back(ctx_, std::size_t(H.split_host[s].diag.blocks() + H.split_host[s].off.blocks()) * u * u);
       fill(*ctx_, H.blocks.back().data(), H.blocks.back().size(), T(0));
     }
-    // Per near pair (j, i) of a parent level and row child a: E_a C_ji (ku(a) x kv(i)); then per child
-    // pair (a, b) its block of D_ji plus that times F_b^T, into the coupling block or the core.
+    // Per near pair (j, i) of a parent level and row child a: E_a C_ji (ku(a) x kv(i), at eat[2 q + ha],
+    // leading dimension ku(a)); then per child pair (a, b) its block of D_ji plus that times F_b^T, into
+    // the coupling block or the core. The cores: per near pair e = (a, b) of a level, ku(a) x kv(b) at
+    // cat[l][e], leading dimension ku(a).
     std::vector<buffer<T, Space>> C(static_cast<std::size_t>(L_) + 1);
+    std::vector<std::vector<std::int64_t>> cat(static_cast<std::size_t>(L_) + 1);
     for (int l = 1; l <= L_; ++l) {
-      const auto& d = lv_[l];
-      const auto& pd = lv_[l - 1];
+      auto& d = lv_[l];
+      auto& pd = lv_[l - 1];
       const auto& adm = blocks.coupling[l];
-      C[l] = buffer<T, Space>(ctx_, std::max<std::size_t>(d.f.col.size(), 1) * d.ld * d.ld);
+      cat[l] = d.f.packed(d.ku, d.kv);
+      C[l] = buffer<T, Space>(ctx_, std::size_t(std::max<std::int64_t>(cat[l].back(), 1)));
       fill(*ctx_, C[l].data(), C[l].size(), T(0));
       T* coupling = l < c_ ? H.top_coupling[l].data() : H.blocks[std::size_t(l - c_)].data();
       const int rl = std::max(r[l], 1);
-      const std::int64_t ecs = std::int64_t(d.ld) * pd.ld;
-      buffer<T, Space> ec(ctx_, std::max<std::size_t>(pd.f.col.size(), 1) * 2 * ecs);
-      std::vector<item_gemm> g1, gc, gs;
-      std::vector<item_copy> cc, cs;
       const auto& ku = ku_[l];
       const auto& kv = kv_[l];
       const auto& kup = ku_[l - 1];
       const auto& kvp = kv_[l - 1];
+      std::vector<std::int64_t> eat(std::size_t(2) * pd.f.pairs() + 1, 0);
+      for (int jl = 0; jl < pd.own; ++jl)
+        for (int q = pd.f.ptr[jl]; q < pd.f.ptr[jl + 1]; ++q)
+          for (int ha = 0; ha < 2; ++ha)
+            eat[2 * q + ha + 1] = eat[2 * q + ha] + (l > 1 ? std::int64_t(ku[std::size_t(2 * pd.global(jl) + ha)]) *
+                                                                 kvp[std::size_t(pd.global(pd.f.col[q]))]
+                                                           : 0);
+      buffer<T, Space> ec(ctx_, std::size_t(std::max<std::int64_t>(eat.back(), 1)));
+      std::vector<item_gemm> g1, gc, gs;
+      std::vector<item_copy> cc, cs;
       for (int jl = 0; jl < pd.own; ++jl) {
         const int j = pd.global(jl);
         for (int q = pd.f.ptr[jl]; q < pd.f.ptr[jl + 1]; ++q) {
@@ -769,13 +816,14 @@ class distributed_sample_builder
             const int a = 2 * j + ha;
             if (!d.top && (a < d.b0 || a >= d.b0 + d.own)) continue;  // another rank's row (the C-level)
             const int al = a - d.b0, ro = ha ? ku[std::size_t(a - 1)] : 0;
-            const std::int64_t et = (std::int64_t(q) * 2 + ha) * ecs;
+            const std::int64_t et = eat[2 * q + ha];
+            const int lde = std::max(ku[std::size_t(a)], 1);
             if (l > 1)
-              g1.push_back({ku[std::size_t(a)], kvp[std::size_t(i)], kup[std::size_t(j)], pd.basis_at(jl) + ro, pd.pair(q), et,
-                            pd.ld, pd.ld, d.ld});
+              g1.push_back({ku[std::size_t(a)], kvp[std::size_t(i)], kup[std::size_t(j)], pd.basis_at(jl) + ro, cat[l - 1][q], et,
+                            pd.ld, std::max(kup[std::size_t(j)], 1), lde});
             for (int hb = 0; hb < 2; ++hb) {
               const int b = 2 * i + hb, co = hb ? kv[std::size_t(b - 1)] : 0;
-              const std::int64_t src = pd.pair(q) + ro + std::int64_t(co) * pd.ld;
+              const std::int64_t src = pd.dat[q] + ro + std::int64_t(co) * pd.dld(jl);
               const int blk = int(std::find(adm.col.begin() + adm.row_ptr[a], adm.col.begin() + adm.row_ptr[a + 1], b) - adm.col.begin());
               std::int64_t dst;
               int ldd;
@@ -787,12 +835,12 @@ class distributed_sample_builder
               } else {
                 const int e = d.f.find(al, local(l, b));
                 if (e < 0) throw invalid_argument("hara: a block of the structure is neither admissible nor near");
-                is_coupling = false, dst = d.pair(e), ldd = d.ld;
+                is_coupling = false, dst = cat[l][e], ldd = lde;
               }
-              (is_coupling ? cs : cc).push_back({ku[std::size_t(a)], kv[std::size_t(b)], src, dst, pd.ld, ldd});
+              (is_coupling ? cs : cc).push_back({ku[std::size_t(a)], kv[std::size_t(b)], src, dst, pd.dld(jl), ldd});
               if (l > 1)
                 (is_coupling ? gs : gc)
-                    .push_back({ku[std::size_t(a)], kv[std::size_t(b)], kvp[std::size_t(i)], et, pd.basis_at(il) + co, dst, d.ld, pd.ld, ldd});
+                    .push_back({ku[std::size_t(a)], kv[std::size_t(b)], kvp[std::size_t(i)], et, pd.basis_at(il) + co, dst, lde, pd.ld, ldd});
             }
           }
         }
@@ -804,27 +852,43 @@ class distributed_sample_builder
         gemm_items(ctx_, op::none, op::transpose, T(1), ec.data(), pd.col_basis(), T(1), C[l].data(), gc);
         gemm_items(ctx_, op::none, op::transpose, T(1), ec.data(), pd.col_basis(), T(1), coupling, gs);
       }
+      // Level l - 1 is read no more: its near blocks, bases and cores go, as in the one process's builder.
+      C[l - 1] = buffer<T, Space>();
+      for (auto* b : {&pd.d, &pd.rd, &pd.u, &pd.v}) *b = buffer<T, Space>();
     }
-    // Dense leaves (the leaves' near pairs are the dense blocks, in their order): D + U C V^T.
+    // Dense leaves (the leaves' near pairs are the dense blocks, in their order): D + U C V^T, U C one
+    // near partner of every own leaf at a time (a block per leaf, not per pair).
     {
       const auto& d = lv_[L_];
       const int sd = S - 1;
-      buffer<T, Space> uc(ctx_, std::max<std::size_t>(d.f.col.size(), 1) * d.ld * d.ld);
-      std::vector<item_gemm> g1, g2;
+      T* dense = H.blocks[std::size_t(sd)].data();
+      auto at = [&](int q) {
+        const int p = position[std::size_t(sd)][std::size_t(d.pair0 + q)];
+        require(p >= 0, "distributed hara: a dense block outside this rank's rows");
+        return std::int64_t(p) * m_ * m_;
+      };
       std::vector<item_copy> cd;
-      for (int a = 0; a < d.own; ++a)
-        for (int q = d.f.ptr[a]; q < d.f.ptr[a + 1]; ++q) {
-          const int b = d.f.col[q];
-          const int at = position[std::size_t(sd)][std::size_t(d.pair0 + q)];
-          require(at >= 0, "distributed hara: a dense block outside this rank's rows");
-          const std::int64_t e = std::int64_t(at) * m_ * m_;
-          cd.push_back({d.nr[a], d.nc[b], d.pair(q), e, d.ld, m_});
-          g1.push_back({d.nr[a], d.kv[b], d.ku[a], d.basis_at(a), d.pair(q), d.pair(q), d.ld, d.ld, d.ld});
-          g2.push_back({d.nr[a], d.nc[b], d.kv[b], d.pair(q), d.basis_at(b), e, d.ld, d.ld, m_});
+      int most = 0;
+      for (int a = 0; a < d.own; ++a) {
+        most = std::max(most, d.f.ptr[a + 1] - d.f.ptr[a]);
+        for (int q = d.f.ptr[a]; q < d.f.ptr[a + 1]; ++q) cd.push_back({d.nr[a], d.nc[d.f.col[q]], d.dat[q], at(q), d.dld(a), m_});
+      }
+      copy_items(ctx_, d.d.data(), dense, cd);
+      const std::int64_t block = std::int64_t(d.ld) * d.ld;
+      buffer<T, Space> uc(ctx_, std::size_t(std::max(d.own, 1)) * std::size_t(block));
+      std::vector<item_gemm> g1, g2;
+      for (int j = 0; j < most; ++j) {
+        g1.clear(), g2.clear();
+        for (int a = 0; a < d.own; ++a) {
+          if (d.f.ptr[a] + j >= d.f.ptr[a + 1]) continue;
+          const int q = d.f.ptr[a] + j, b = d.f.col[q];
+          const std::int64_t w = a * block;
+          g1.push_back({d.nr[a], d.kv[b], d.ku[a], d.basis_at(a), cat[L_][q], w, d.ld, std::max(d.ku[a], 1), d.ld});
+          g2.push_back({d.nr[a], d.nc[b], d.kv[b], w, d.basis_at(b), at(q), d.ld, d.ld, m_});
         }
-      copy_items(ctx_, d.d.data(), H.blocks[std::size_t(sd)].data(), cd);
-      gemm_items(ctx_, op::none, op::none, T(1), d.u.data(), C[L_].data(), T(0), uc.data(), g1);
-      gemm_items(ctx_, op::none, op::transpose, T(1), uc.data(), d.col_basis(), T(1), H.blocks[std::size_t(sd)].data(), g2);
+        gemm_items(ctx_, op::none, op::none, T(1), d.u.data(), C[L_].data(), T(0), uc.data(), g1);
+        gemm_items(ctx_, op::none, op::transpose, T(1), uc.data(), d.col_basis(), T(1), dense, g2);
+      }
     }
     build_peer_rows(H);
     return H;
