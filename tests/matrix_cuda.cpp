@@ -105,6 +105,34 @@ TEST(cuda_context, its_pool_keeps_freed_memory_for_reuse) {
   EXPECT_LT(reserved(), size);
 }
 
+// What the algorithms plan with (memory_available): the device's free memory and what the pools keep
+// idle, which cudaMemGetInfo counts as used; a limit set replaces it. (Bounds, not equalities: other
+// test programs may share the device.)
+TEST(cuda_context, memory_available_counts_what_the_pool_keeps_idle) {
+  namespace hx = h2expr;
+  namespace hd = h2expr::detail;
+  if (!hx::cuda_available()) GTEST_SKIP() << "no CUDA device here";
+  auto ctx = std::make_shared<hx::context<hx::cuda>>();
+  std::size_t free_bytes = 0, total = 0;
+  H2EXPR_CUDA(cudaMemGetInfo(&free_bytes, &total));
+  const std::size_t available = hd::memory_available(*ctx);
+  EXPECT_GT(available, 0u);
+  EXPECT_LE(available, total);
+  if (ctx->pool()) {
+    const std::size_t size = std::size_t(4096) * 4096 * sizeof(double);  // 128 MB
+    { hx::matrix<double, hx::cuda> a(4096, 4096, ctx); }
+    ctx->synchronize();
+    EXPECT_GE(hd::device_pools::idle(ctx->device()), size);  // the pool keeps it
+    EXPECT_GE(hd::memory_available(*ctx), size);
+    EXPECT_LE(hd::memory_available(*ctx), total);
+    ctx->trim();
+  }
+  ctx->set_memory_limit(std::size_t(1) << 20);
+  EXPECT_EQ(hd::memory_available(*ctx), std::size_t(1) << 20);
+  ctx->set_memory_limit(0);
+  EXPECT_LE(hd::memory_available(*ctx), total);
+}
+
 // MPI's staging memory (page-locked host memory from the context's staging pool): what the host writes
 // reaches the device through the queued copy, a freed block serves the next message of its size (no
 // allocation per message), and trim() gives it back. Where the device has no host pools, per-message

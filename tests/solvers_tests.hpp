@@ -306,9 +306,9 @@ TYPED_TEST_P(solvers_test, bad_input_is_a_clear_error) {
   } catch (const numerical_failure& e) {
     EXPECT_NE(std::string(e.what()).find("residual"), std::string::npos) << e.what();
   }
-  // A step whose samples exceed the host's memory (a limit of 64 KB): out of memory with the step and
+  // A step whose samples exceed the space's memory (a limit of 64 KB): out of memory with the step and
   // the residual reached, and the report up to there.
-  if constexpr (std::is_same_v<Space, host>) {
+  {
     this->ctx_->set_memory_limit(std::size_t(64) << 10);
     inverse_report rep;
     try {

@@ -28,7 +28,7 @@ namespace h2expr::detail {
 // Before hara allocates `adds` bytes for `what`: raises device_out_of_memory where they do not fit in
 // what the space has (memory_available), an eighth of them to spare for the phase's other temporaries.
 // Past the host's memory the process would be killed touching the pages, not refused the allocation;
-// the CUDA space reports no bound here (its allocator raises by itself).
+// on a GPU the allocation would raise, but only once the work before it is done.
 template <class Space>
 void check_memory(context<Space>& c, std::size_t adds, const std::string& what) {
   const std::size_t available = memory_available(c);

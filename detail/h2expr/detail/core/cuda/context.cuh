@@ -45,6 +45,23 @@ class device_pools {
     for (const entry& e : entries())
       if (e.device == device) (void)cudaMemPoolTrimTo(e.pool, 0);
   }
+  // What the pools of `device` keep idle: reserved from the driver, not allocated from them (blocks
+  // freed by work their streams have run). cudaMemGetInfo counts it as used; an allocation the device
+  // refuses gets it back (trim), so it is available (memory.cuh's memory_available).
+  static std::size_t idle(int device) noexcept {
+    std::lock_guard<std::mutex> lock(mutex());
+    std::size_t bytes = 0;
+    for (const entry& e : entries()) {
+      if (e.device != device) continue;
+      std::uint64_t reserved = 0, used = 0;
+      if (cudaMemPoolGetAttribute(e.pool, cudaMemPoolAttrReservedMemCurrent, &reserved) != cudaSuccess ||
+          cudaMemPoolGetAttribute(e.pool, cudaMemPoolAttrUsedMemCurrent, &used) != cudaSuccess)
+        (void)cudaGetLastError();  // not sticky: this pool counts as holding nothing idle
+      else if (reserved > used)
+        bytes += std::size_t(reserved - used);
+    }
+    return bytes;
+  }
 
  private:
   struct entry {
@@ -125,6 +142,11 @@ class context<cuda> {
     return sparse_;
   }
   const cudaDeviceProp& properties() const { return properties_; }
+  // A bound on the device memory that the algorithms plan with (memory_available; hara's sample panels,
+  // bases and near blocks), as the host context's: 0, the default, for what the device has free and
+  // the pools keep idle.
+  std::size_t memory_limit() const { return memory_limit_; }
+  void set_memory_limit(std::size_t bytes) { memory_limit_ = bytes; }
   // The context's memory pool (null where the device has none: then the default pool serves).
   cudaMemPool_t pool() const { return pool_; }
   // A stream-ordered pool of page-locked host memory (MPI's staging of device data, memory.cuh), made
@@ -214,6 +236,7 @@ class context<cuda> {
   cudaMemPool_t pool_ = nullptr;
   cudaMemPool_t staging_ = nullptr;
   bool staging_tried_ = false;
+  std::size_t memory_limit_ = 0;
   mutable detail::workspace_slot workspace_;
 };
 

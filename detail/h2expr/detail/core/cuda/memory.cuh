@@ -8,7 +8,6 @@
 #include <h2expr/detail/core/index.hpp>  // checked_bytes
 
 #include <cstddef>
-#include <limits>
 
 namespace h2expr::detail {
 
@@ -39,10 +38,21 @@ void deallocate(context<cuda>& c, T* p, std::size_t /*n: the host space's needs 
   if (p) (void)cudaFreeAsync(p, c.stream());
 }
 
-// The bytes an algorithm may still plan to hold: no bound here. A failed device allocation raises
-// device_out_of_memory by itself, and cudaMemGetInfo's free memory leaves out what the context's
-// stream-ordered pool keeps for reuse (the host space needs the check: see its memory.hpp).
-inline std::size_t memory_available(context<cuda>&) { return std::numeric_limits<std::size_t>::max(); }
+// The bytes an algorithm may still plan to hold (context::memory_limit): what the context's device has
+// free and what the pools of the process keep idle there (cudaMemGetInfo counts that as used), or the
+// limit set. Planned with as on the host: hara refuses samples that cannot fit before it writes them,
+// and streams a round, or draws its test matrices again, past a share of it.
+inline std::size_t memory_available(context<cuda>& c) {
+  if (c.memory_limit() > 0) return c.memory_limit();
+  int current = 0;
+  H2EXPR_CUDA(cudaGetDevice(&current));
+  if (current != c.device()) H2EXPR_CUDA(cudaSetDevice(c.device()));
+  std::size_t free = 0, total = 0;
+  const cudaError_t status = cudaMemGetInfo(&free, &total);
+  if (current != c.device()) (void)cudaSetDevice(current);
+  H2EXPR_CUDA(status);
+  return free + device_pools::idle(c.device());
+}
 
 // Device memory for the kernels of one call, freed in stream order when it goes out of scope (after
 // the work queued before), a throwing launch included.
