@@ -279,7 +279,6 @@ TYPED_TEST_P(hara_test, streamed_or_whole_rounds_give_the_same_matrix) {
   // float: tight enough that the round after the leaves has more than 256 new columns (at 1e-4 it had
   // about 250-280, and one seed in 60 kept it whole; at 3e-5, 297-367 over 26 seeds)
   const double tol = this->single ? 3e-5 : 1e-6;
-  auto limit = [&](std::size_t bytes) { this->ctx_->set_memory_limit(bytes); };  // memory_available's bound
   for (bool sym : {true, false}) {
     const auto M = this->dense_sampler(sym ? Msym : Mgen, sym);
     constexpr int variants = 4;
@@ -290,14 +289,17 @@ TYPED_TEST_P(hara_test, streamed_or_whole_rounds_give_the_same_matrix) {
       detail::hara_parameters par{tol, 0, 32, 10, test_seed()};
       par.stream_columns = columns[v];
       if (v == 2) par.hold_share = 0;
-      // A memory bound whose hold_share holds fewer than 256 columns of the three panels (of the padded
-      // rows, at least n): blocks take the narrowest width, 256, and a wider round streams.
-      if (v == 3) limit(std::size_t((sym ? 1 : 2) * 3.0 * n * sizeof(T) * 255 / par.hold_share));
-      std::vector<detail::hara_level_report> levels;
+      // A memory bound (memory_available's) whose hold_share holds fewer than 256 columns of the three
+      // panels (of the padded rows, at least n): blocks take the narrowest width, 256, and a wider round
+      // streams. (0: no bound.)
       h2_matrix<T, Space> P;
-      detail::h2_access::data(P) =
-          detail::one_sample_set_builder<T, Space>(M, S, par, detail::near_fields(S.blocks())).run(levels, nullptr);
-      limit(0);
+      std::vector<detail::hara_level_report> levels;
+      {
+        const double bound = v == 3 ? (sym ? 1 : 2) * 3.0 * n * sizeof(T) * 255 / par.hold_share : 0;
+        scoped_memory_limit limit(*this->ctx_, std::size_t(bound));
+        detail::h2_access::data(P) =
+            detail::one_sample_set_builder<T, Space>(M, S, par, detail::near_fields(S.blocks())).run(levels, nullptr);
+      }
       for (const auto& r : levels) blocks[v] += r.blocks_streamed;
       built[v] = to_dense(P);
       EXPECT_LT(relative_error(built[v], sym ? Msym : Mgen), tol) << "symmetric " << sym << ", variant " << v;
@@ -365,14 +367,15 @@ TYPED_TEST_P(hara_test, bad_input_is_a_clear_error) {
   // or the device free and idle in its pools): an error naming them before any is written, not a
   // process killed touching them.
   {
-    this->ctx_->set_memory_limit(std::size_t(64) << 10);
-    try {
-      (void)hara(A, 1e-3);
-      ADD_FAILURE() << "no device_out_of_memory";
-    } catch (const device_out_of_memory& e) {
-      EXPECT_NE(std::string(e.what()).find("samples"), std::string::npos) << e.what();
+    {
+      scoped_memory_limit limit(*this->ctx_, std::size_t(64) << 10);
+      try {
+        (void)hara(A, 1e-3);
+        ADD_FAILURE() << "no device_out_of_memory";
+      } catch (const device_out_of_memory& e) {
+        EXPECT_NE(std::string(e.what()).find("samples"), std::string::npos) << e.what();
+      }
     }
-    this->ctx_->set_memory_limit(0);
     EXPECT_LT(h2expr::relative_error(hara(A, 1e-3), A, 10), 2e-3);
     // Memory that goes while hara runs (here the operator, once sampled, leaves 64 KB): a level's bases
     // and near blocks are checked before they are made, and the error names the level.
@@ -380,13 +383,13 @@ TYPED_TEST_P(hara_test, bad_input_is_a_clear_error) {
       copy(in, out);
       this->ctx_->set_memory_limit(std::size_t(64) << 10);
     };
+    scoped_memory_limit lifted(*this->ctx_, 0);  // the sampler sets one: lifted on the way out
     try {
       (void)hara(sampler<T, Space>(A.rows(), shrinking, this->ctx_), 1e-3, {.structure = A.structure()});
       ADD_FAILURE() << "no device_out_of_memory";
     } catch (const device_out_of_memory& e) {
       EXPECT_NE(std::string(e.what()).find("bases and near blocks"), std::string::npos) << e.what();
     }
-    this->ctx_->set_memory_limit(0);
   }
 }
 

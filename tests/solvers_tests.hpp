@@ -309,7 +309,7 @@ TYPED_TEST_P(solvers_test, bad_input_is_a_clear_error) {
   // A step whose samples exceed the space's memory (a limit of 64 KB): out of memory with the step and
   // the residual reached, and the report up to there.
   {
-    this->ctx_->set_memory_limit(std::size_t(64) << 10);
+    scoped_memory_limit limit(*this->ctx_, std::size_t(64) << 10);
     inverse_report rep;
     try {
       inverse(K + T(0.1) * I, 1e-2, {.report = &rep});
@@ -320,7 +320,6 @@ TYPED_TEST_P(solvers_test, bad_input_is_a_clear_error) {
       EXPECT_NE(what.find("samples"), std::string::npos) << what;
       EXPECT_EQ(rep.residual.size(), 1u);
     }
-    this->ctx_->set_memory_limit(0);
   }
 }
 

@@ -97,6 +97,20 @@ sampler<T, Space> dense_sampler(const dense<T>& M, bool symmetric, const context
   return sampler<T, Space>(M.rows(), M.cols(), product(false), product(true), ctx);
 }
 
+// A context's memory limit (memory_available's bound, either space) for a scope, lifted on the way out,
+// a failed check's exception included, so that later tests on the same context do not inherit it.
+template <class Context>
+class scoped_memory_limit {
+ public:
+  scoped_memory_limit(Context& c, std::size_t bytes) : c_(c) { c_.set_memory_limit(bytes); }
+  ~scoped_memory_limit() { c_.set_memory_limit(0); }
+  scoped_memory_limit(const scoped_memory_limit&) = delete;
+  scoped_memory_limit& operator=(const scoped_memory_limit&) = delete;
+
+ private:
+  Context& c_;
+};
+
 // Skips the current test when the space cannot run here (the CUDA space without a device).
 template <class Space>
 bool space_unavailable() {

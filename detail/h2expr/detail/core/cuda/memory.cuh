@@ -39,8 +39,8 @@ void deallocate(context<cuda>& c, T* p, std::size_t /*n: the host space's needs 
 }
 
 // The bytes an algorithm may still plan to hold (context::memory_limit): what the context's device has
-// free and what the pools of the process keep idle there (cudaMemGetInfo counts that as used), or the
-// limit set. Planned with as on the host: hara refuses samples that cannot fit before it writes them,
+// free and what the pools of the process keep idle there (cudaMemGetInfo counts that as used; a pool
+// maps in chunks, so a partly used chunk may not all come back: a planning figure), or the limit set. Planned with as on the host: hara refuses samples that cannot fit before it writes them,
 // and streams a round, or draws its test matrices again, past a share of it.
 inline std::size_t memory_available(context<cuda>& c) {
   if (c.memory_limit() > 0) return c.memory_limit();
@@ -49,7 +49,8 @@ inline std::size_t memory_available(context<cuda>& c) {
   if (current != c.device()) H2EXPR_CUDA(cudaSetDevice(c.device()));
   std::size_t free = 0, total = 0;
   const cudaError_t status = cudaMemGetInfo(&free, &total);
-  if (current != c.device()) (void)cudaSetDevice(current);
+  if (current != c.device() && cudaSetDevice(current) != cudaSuccess)
+    (void)cudaGetLastError();  // not left pending for the next launch check to report
   H2EXPR_CUDA(status);
   return free + device_pools::idle(c.device());
 }
